@@ -1,0 +1,1 @@
+"""Alembic environment and versions: the only way rota's tables are made."""

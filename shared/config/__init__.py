@@ -1,0 +1,1 @@
+"""The schedule file: frozen config objects (``model``) and the validating loader."""

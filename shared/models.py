@@ -1,0 +1,203 @@
+"""The tables, as SQLAlchemy Core metadata.
+
+Alembic migrations create them (``migrations/versions``); a test compares the
+migrated database with this metadata on both backends, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    Uuid,
+    false,
+    text,
+    true,
+)
+
+from shared.sqltime import UTCDateTime, db_now
+from shared.states import ALL_STATES, CLAIMABLE
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+_states_sql = ", ".join(f"'{s}'" for s in ALL_STATES)
+_claimable_sql = ", ".join(f"'{s}'" for s in CLAIMABLE)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", Uuid(), primary_key=True),
+    Column("job_type", String(200), nullable=False),
+    Column("pool", String(100), nullable=False, server_default="default"),
+    Column("state", String(20), nullable=False, server_default="QUEUED"),
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("tenant", String(200)),
+    Column("concurrency_key", String(200)),
+    Column("attempt_count", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False, server_default="5"),
+    Column("run_after", UTCDateTime(), nullable=False),
+    Column("lease_owner", String(200)),
+    Column("lease_expires_at", UTCDateTime()),
+    Column("lease_generation", BigInteger, nullable=False, server_default="0"),
+    Column("lease_seconds", Float, nullable=False, server_default="60"),
+    Column("heartbeat_at", UTCDateTime()),
+    Column("idempotent", Boolean, nullable=False, server_default=true()),
+    Column("needs_reconcile", Boolean, nullable=False, server_default=false()),
+    Column("payload_ref", Text),
+    Column("args", JSON),
+    Column("result_ref", Text),
+    Column("last_error_code", String(200)),
+    Column("last_error_detail", Text),
+    Column("progress_stage", String(200)),
+    Column("progress_done", BigInteger),
+    Column("progress_total", BigInteger),
+    Column("dedup_key", String(400)),
+    Column("schedule_name", String(200)),
+    Column("scheduled_for", UTCDateTime()),
+    Column("covers_from", UTCDateTime()),
+    Column("covers_count", Integer),
+    Column("started_at", UTCDateTime()),
+    Column("finished_at", UTCDateTime()),
+    Column("cancel_requested_at", UTCDateTime()),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    CheckConstraint(f"state IN ({_states_sql})", name="state_known"),
+    CheckConstraint(
+        "(state IN ('RUNNING', 'CANCEL_REQUESTED')) = "
+        "(lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL)",
+        name="lease_iff_running",
+    ),
+    CheckConstraint(
+        "attempt_count >= 0 AND attempt_count <= max_attempts", name="attempts_bounded"
+    ),
+    CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
+    Index(
+        "ix_jobs_claimable",
+        "pool",
+        "priority",
+        "run_after",
+        "created_at",
+        postgresql_where=text(f"state IN ({_claimable_sql})"),
+        sqlite_where=text(f"state IN ({_claimable_sql})"),
+    ),
+    Index(
+        "ux_jobs_dedup",
+        "job_type",
+        "dedup_key",
+        unique=True,
+        postgresql_where=text("dedup_key IS NOT NULL"),
+        sqlite_where=text("dedup_key IS NOT NULL"),
+    ),
+    Index(
+        "ix_jobs_leased",
+        "lease_owner",
+        postgresql_where=text("state IN ('RUNNING', 'CANCEL_REQUESTED')"),
+        sqlite_where=text("state IN ('RUNNING', 'CANCEL_REQUESTED')"),
+    ),
+    Index("ix_jobs_schedule", "schedule_name", "scheduled_for"),
+    Index("ix_jobs_state", "state"),
+)
+
+job_attempts = Table(
+    "job_attempts",
+    metadata,
+    Column(
+        "attempt_id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column("job_id", Uuid(), ForeignKey("jobs.job_id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("lease_generation", BigInteger, nullable=False),
+    Column("worker_id", String(200), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("ended_at", UTCDateTime()),
+    Column("outcome", String(20)),
+    Column("error_code", String(200)),
+    Column("error_detail", Text),
+    Index("ux_job_attempts_generation", "job_id", "lease_generation", unique=True),
+)
+
+job_types = Table(
+    "job_types",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("pool", String(100), nullable=False, server_default="default"),
+    Column("definition", JSON, nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("job_type", String(200), nullable=False),
+    Column("paused", Boolean, nullable=False, server_default=false()),
+    Column("removed", Boolean, nullable=False, server_default=false()),
+    Column("next_fire_at", UTCDateTime()),
+    Column("cursor_at", UTCDateTime()),
+    Column("last_fire_at", UTCDateTime()),
+    Column("last_job_id", Uuid()),
+    Column("definition", JSON, nullable=False),
+    Column("definition_hash", String(64), nullable=False),
+    Column("paused_at", UTCDateTime()),
+    Column("skipped_count", BigInteger, nullable=False, server_default="0"),
+    Column("coalesced_count", BigInteger, nullable=False, server_default="0"),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Index(
+        "ix_schedules_due",
+        "next_fire_at",
+        postgresql_where=text("NOT paused AND NOT removed AND next_fire_at IS NOT NULL"),
+        sqlite_where=text("NOT paused AND NOT removed AND next_fire_at IS NOT NULL"),
+    ),
+)
+
+schedule_skips = Table(
+    "schedule_skips",
+    metadata,
+    Column(
+        "skip_id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column(
+        "schedule_name",
+        String(200),
+        ForeignKey("schedules.name", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("reason", String(20), nullable=False),
+    Column("first_instant", UTCDateTime(), nullable=False),
+    Column("last_instant", UTCDateTime(), nullable=False),
+    Column("count", BigInteger, nullable=False),
+    Column("job_id", Uuid()),
+    Column("recorded_at", UTCDateTime(), nullable=False),
+    CheckConstraint(
+        "reason IN ('misfire', 'dst', 'overlap', 'paused', 'coalesced')", name="reason_known"
+    ),
+    Index("ix_schedule_skips_schedule", "schedule_name", "recorded_at"),
+)
+
+__all__ = ["db_now", "job_attempts", "job_types", "jobs", "metadata", "schedule_skips", "schedules"]

@@ -1,0 +1,34 @@
+"""UTC instants: the occurrence key format and ISO-8601 input."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def utc_key(instant: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ``, the instant part of an occurrence key."""
+    return as_utc(instant).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def as_utc(instant: datetime) -> datetime:
+    if instant.tzinfo is None:
+        raise ValueError(f"naive datetime {instant!r}: rota only handles aware instants")
+    return instant.astimezone(UTC)
+
+
+def parse_instant(text: str) -> datetime:
+    """Parse an ISO-8601 instant; a missing offset means UTC."""
+    s = text.strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    try:
+        value = datetime.fromisoformat(s)
+    except ValueError:
+        raise ValueError(f"bad instant {text!r}: use ISO-8601, like 2026-03-29T01:00:00Z") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def occurrence_key(schedule_name: str, instant: datetime) -> str:
+    return f"{schedule_name}@{utc_key(instant)}"

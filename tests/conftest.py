@@ -1,0 +1,109 @@
+"""Fixtures: a fresh, migrated database per test, on SQLite and on PostgreSQL.
+
+``db_url`` is parametrised over both backends; every test that asks for it (or
+for ``engine``) runs twice. SQLite tests get a file under ``tmp_path``;
+PostgreSQL tests get their own database cloned from a migrated template.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+
+from migrations.runner import upgrade
+from shared.database import make_engine
+from tests.pgserver_setup import find_postgres
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    url, handle = find_postgres()
+    yield url
+    del handle
+
+
+def _sqlalchemy_url(libpq_url: str, dbname: str) -> str:
+    u = make_url(libpq_url).set(drivername="postgresql+psycopg", database=dbname)
+    return u.render_as_string(hide_password=False)
+
+
+def _admin(libpq_url: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(libpq_url, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    """A migrated template database, cloned for each PostgreSQL test."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"rota_tpl_{worker}_{os.getpid()}"
+    with _admin(pg_admin_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    engine = make_engine(_sqlalchemy_url(pg_admin_url, name))
+    upgrade(engine)
+    engine.dispose()
+    yield name
+    with _admin(pg_admin_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def fresh_pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    name = f"rota_t_{uuid.uuid4().hex[:16]}"
+    with _admin(pg_admin_url) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    yield _sqlalchemy_url(pg_admin_url, name)
+    with _admin(pg_admin_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A PostgreSQL database with no schema at all (for migration tests)."""
+    name = f"rota_e_{uuid.uuid4().hex[:16]}"
+    with _admin(pg_admin_url) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _sqlalchemy_url(pg_admin_url, name)
+    with _admin(pg_admin_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh, migrated database on the parametrised backend."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'rota.db'}"
+        engine = make_engine(url)
+        upgrade(engine)
+        engine.dispose()
+        return url
+    return str(request.getfixturevalue("fresh_pg_url"))
+
+
+@pytest.fixture
+def empty_db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The URL of a database with no schema, on the parametrised backend."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.db'}"
+    return str(request.getfixturevalue("empty_pg_url"))
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    eng = make_engine(db_url, pool_size=10)
+    yield eng
+    eng.dispose()
