@@ -1,0 +1,1 @@
+"""The ``rota`` command line: one module per command under ``cli.commands``."""

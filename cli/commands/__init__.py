@@ -1,0 +1,1 @@
+"""One module per ``rota`` command: ``register(subparsers)`` and ``run(args) -> int``."""

@@ -1,0 +1,31 @@
+"""``rota migrate``: create or upgrade the schema (idempotent)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cli.common import add_db_option, open_database
+from migrations.runner import head_revision, upgrade
+from shared.database import current_revision
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "migrate", help="create or upgrade the schema"
+    )
+    add_db_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_database(args, migrated=False) as engine:
+        before = current_revision(engine)
+        upgrade(engine)
+        head = head_revision()
+        where = engine.url.render_as_string(hide_password=True)
+        if before == head:
+            print(f"{where}: schema already at {head}")
+        else:
+            print(f"{where}: schema upgraded from {before or 'nothing'} to {head}")
+    return 0

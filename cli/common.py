@@ -1,0 +1,71 @@
+"""What every command shares: the ``--db`` option, opening the database, exit codes.
+
+Exit codes: 0 success, 2 bad input (a message says what and where), 1 a runtime
+failure. A user mistake never prints a traceback: commands raise ``UserError``
+(exit 2) or ``RuntimeFailure`` (exit 1) and ``cli.main`` prints the message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine
+
+from shared.database import DatabaseError, ensure_migrated, make_engine, resolve_url
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+
+class UserError(Exception):
+    """Bad input: exit 2 with this message."""
+
+
+class RuntimeFailure(Exception):
+    """Something failed at run time: exit 1 with this message."""
+
+
+def add_db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="database URL (default: $ROTA_DATABASE_URL, else sqlite:///rota.db)",
+    )
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="FILE", help="apply this schedule file first (like `rota apply FILE`)"
+    )
+
+
+@contextmanager
+def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterator[Engine]:
+    """An engine on ``--db``; refuses an unmigrated database unless ``migrated=False``."""
+    url = resolve_url(getattr(args, "db", None))
+    try:
+        engine = make_engine(url)
+    except DatabaseError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        if migrated:
+            try:
+                ensure_migrated(engine)
+            except DatabaseError as exc:
+                raise RuntimeFailure(str(exc)) from None
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )

@@ -1,0 +1,45 @@
+"""``rota``: the entry point. Each command lives in ``cli.commands.<name>``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, RuntimeFailure, UserError
+from shared.database import DatabaseError
+
+# Each module has register(subparsers) and run(args) -> int.
+COMMANDS = (
+    "migrate",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rota", description="A scheduler service for recurring background jobs."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"cli.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except UserError as exc:
+        print(f"rota: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (RuntimeFailure, DatabaseError) as exc:
+        print(f"rota: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
