@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, RuntimeFailure, UserError
@@ -12,6 +13,9 @@ from shared.database import DatabaseError
 # Each module has register(subparsers) and run(args) -> int.
 COMMANDS = (
     "migrate",
+    "enqueue",
+    "jobs",
+    "job",
 )
 
 
@@ -26,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Handlers are named by import path ("myapp.reports:generate"): like a plain
+    # `python` run, resolve them from the working directory too.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,88 @@
+"""`rota migrate`, `rota enqueue`, `rota jobs`, `rota job` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from sqlalchemy import Engine, update
+
+from cli.main import main
+from shared.config.model import JobTypeSpec
+from shared.models import jobs
+from shared.queries.job_types import upsert_job_types
+
+
+def rota(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_migrate_is_idempotent_and_other_commands_refuse_an_unmigrated_db(
+    empty_db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = rota(capsys, "jobs", "--db", empty_db_url)
+    assert code == 1
+    assert "rota migrate" in err
+    assert rota(capsys, "migrate", "--db", empty_db_url)[0] == 0
+    code, out, _ = rota(capsys, "migrate", "--db", empty_db_url)
+    assert code == 0 and "already" in out
+    assert rota(capsys, "jobs", "--db", empty_db_url)[0] == 0
+
+
+def test_enqueue_then_list_and_show(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with engine.begin() as conn:
+        upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f")])
+    code, out, _ = rota(
+        capsys, "enqueue", "report", "--db", db_url, "--args", '{"region": "eu"}',
+        "--payload-ref", "s3://b/k", "--dedup-key", "k1",
+    )
+    assert code == 0
+    job_id = uuid.UUID(out.strip())
+    code, out, _ = rota(capsys, "enqueue", "report", "--db", db_url, "--dedup-key", "k1")
+    assert uuid.UUID(out.strip()) == job_id
+
+    code, out, _ = rota(capsys, "jobs", "--db", db_url, "--json")
+    listed = json.loads(out)
+    assert [j["job_id"] for j in listed] == [str(job_id)]
+    assert listed[0]["args"] == {"region": "eu"}
+    assert "waiting for an executor" in listed[0]["status"]
+
+    with engine.begin() as conn:
+        conn.execute(
+            update(jobs).values(state="FAILED", attempt_count=5,
+                                last_error_code="PAYMENT_DECLINED",
+                                last_error_detail="card expired")
+        )
+    code, out, _ = rota(capsys, "job", str(job_id), "--db", db_url)
+    assert code == 0
+    assert "failed: PAYMENT_DECLINED, card expired (attempt 5 of 5)" in out
+    code, out, _ = rota(capsys, "jobs", "--db", db_url, "--state", "failed")
+    assert str(job_id) in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["enqueue", "nope"], "unknown job type 'nope'"),
+        (["enqueue", "report", "--args", "[1]"], "must be a JSON object"),
+        (["enqueue", "report", "--args", "{bad"], "--args: not JSON"),
+        (["enqueue", "report", "--run-after", "tomorrow"], "--run-after: bad instant"),
+        (["job", "not-a-uuid"], "is not a job id"),
+        (["job", "00000000-0000-0000-0000-000000000000"], "no job"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str],
+    argv: list[str], message: str,
+) -> None:
+    with engine.begin() as conn:
+        upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f")])
+    code, _, err = rota(capsys, *argv, "--db", db_url)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
