@@ -2,7 +2,8 @@
 
 In order: ``ROTA_TEST_PG_URL``; the machine's server at 127.0.0.1:5432 (trust
 auth, database ``test``); a throwaway server from the pip-installed ``pgserver``
-package. If none can be had the PostgreSQL tests fail: a skipped PostgreSQL
+package (``ROTA_TEST_PG=pgserver`` forces this last one, to check that the suite
+works where no PostgreSQL is installed). If none can be had the PostgreSQL tests fail: a skipped PostgreSQL
 test is not a pass.
 """
 
@@ -32,7 +33,8 @@ def find_postgres() -> tuple[str, object | None]:
         if not _reachable(url):
             raise RuntimeError(f"ROTA_TEST_PG_URL={url} is not reachable")
         return url, None
-    if _reachable(LOCAL_URL):
+    forced = os.environ.get("ROTA_TEST_PG") == "pgserver"
+    if not forced and _reachable(LOCAL_URL):
         return LOCAL_URL, None
     try:
         import pgserver
