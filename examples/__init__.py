@@ -1,0 +1,1 @@
+"""Example handlers used by the repository's ``schedules.yaml``."""
