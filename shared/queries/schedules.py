@@ -1,0 +1,387 @@
+"""Statements on ``schedules`` (and the few reads/writes of a schedule's jobs).
+
+Every statement is named for its guard. The scheduler locks due rows with
+``lock_due_schedules`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; on SQLite the
+``BEGIN IMMEDIATE`` write lock serialises replicas) and advances them with
+``advance_cursors_if_unchanged`` in the same transaction that inserts the
+occurrences' jobs, so an occurrence and the cursor that covers it commit together.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    RowMapping,
+    String,
+    Uuid,
+    bindparam,
+    cast,
+    func,
+    select,
+    update,
+    values,
+)
+from sqlalchemy.sql import column
+
+from shared.config.model import ScheduleSpec
+from shared.models import jobs, schedules
+from shared.sqltime import UTCDateTime, db_now, now_or_db
+from shared.states import UNFINISHED, JobState
+
+NOTIFY_CHANNEL = "rota_schedules"
+
+
+@dataclass(frozen=True)
+class DueSchedule:
+    """A due schedule row, locked by this transaction."""
+
+    name: str
+    definition: Mapping[str, Any]
+    definition_hash: str
+    cursor_at: datetime | None
+    next_fire_at: datetime
+
+
+@dataclass(frozen=True)
+class CursorAdvance:
+    """How one locked schedule moves: its new high-water mark and next instant."""
+
+    name: str
+    expected_next_fire_at: datetime
+    cursor_at: datetime
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None = None  # None: unchanged
+    last_job_id: uuid.UUID | None = None  # None: unchanged
+    skipped_add: int = 0
+    coalesced_add: int = 0
+
+
+class CursorMoved(RuntimeError):
+    """A locked schedule row no longer matched what this transaction read."""
+
+
+def read_clock(conn: Connection, now: datetime | None = None) -> datetime:
+    """The database clock (or the injected ``now``), as an aware UTC instant."""
+    value = conn.execute(select(now_or_db(now))).scalar_one()
+    assert isinstance(value, datetime)
+    return value
+
+
+def lock_due_schedules(
+    conn: Connection,
+    now: datetime | None,
+    limit: int,
+    names: Sequence[str] | None = None,
+) -> tuple[list[DueSchedule], datetime | None]:
+    """Lock up to ``limit`` active schedules whose ``next_fire_at`` has come.
+
+    Returns the rows, oldest ``next_fire_at`` first, and the clock the statement
+    used (None when nothing was due). Rows locked by another replica are skipped.
+    """
+    clock = now_or_db(now)
+    stmt = (
+        select(
+            schedules.c.name,
+            schedules.c.definition,
+            schedules.c.definition_hash,
+            schedules.c.cursor_at,
+            schedules.c.next_fire_at,
+            clock.label("clock"),
+        )
+        .where(
+            ~schedules.c.paused,
+            ~schedules.c.removed,
+            schedules.c.next_fire_at.is_not(None),
+            schedules.c.next_fire_at <= clock,
+        )
+        .order_by(schedules.c.next_fire_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True, of=schedules)
+    )
+    if names is not None:
+        stmt = stmt.where(schedules.c.name.in_(names))
+    rows = conn.execute(stmt).all()
+    if not rows:
+        return [], None
+    due = [
+        DueSchedule(r.name, r.definition, r.definition_hash, r.cursor_at, r.next_fire_at)
+        for r in rows
+    ]
+    return due, rows[0].clock
+
+
+def advance_cursors_if_unchanged(conn: Connection, advances: Sequence[CursorAdvance]) -> None:
+    """Advance each schedule whose ``next_fire_at`` is still what was read; all or nothing.
+
+    Raises ``CursorMoved`` (the caller rolls back) when any row did not match:
+    that would mean another writer moved a row this transaction holds locked.
+    """
+    if not advances:
+        return
+    if conn.dialect.name == "postgresql":
+        matched = _advance_pg(conn, advances)
+    else:
+        matched = _advance_executemany(conn, advances)
+    if matched != len(advances):
+        raise CursorMoved(f"{len(advances) - matched} schedule cursor(s) moved under a lock")
+
+
+def _advance_params(a: CursorAdvance) -> dict[str, Any]:
+    return {
+        "v_name": a.name,
+        "v_expected": a.expected_next_fire_at,
+        "v_cursor": a.cursor_at,
+        "v_next": a.next_fire_at,
+        "v_last_fire": a.last_fire_at,
+        "v_last_job": a.last_job_id,
+        "v_skipped": a.skipped_add,
+        "v_coalesced": a.coalesced_add,
+    }
+
+
+def _advance_pg(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
+    v = values(
+        column("v_name", String),
+        column("v_expected", UTCDateTime()),
+        column("v_cursor", UTCDateTime()),
+        column("v_next", UTCDateTime()),
+        column("v_last_fire", UTCDateTime()),
+        column("v_last_job", Uuid()),
+        column("v_skipped", BigInteger),
+        column("v_coalesced", BigInteger),
+        name="v",
+    ).data([tuple(_advance_params(a).values()) for a in advances])
+    stmt = (
+        update(schedules)
+        .where(
+            schedules.c.name == v.c.v_name,
+            schedules.c.next_fire_at == cast(v.c.v_expected, UTCDateTime()),
+        )
+        .values(
+            cursor_at=cast(v.c.v_cursor, UTCDateTime()),
+            next_fire_at=cast(v.c.v_next, UTCDateTime()),
+            last_fire_at=func.coalesce(
+                cast(v.c.v_last_fire, UTCDateTime()), schedules.c.last_fire_at
+            ),
+            last_job_id=func.coalesce(cast(v.c.v_last_job, Uuid()), schedules.c.last_job_id),
+            skipped_count=schedules.c.skipped_count + cast(v.c.v_skipped, BigInteger),
+            coalesced_count=schedules.c.coalesced_count + cast(v.c.v_coalesced, BigInteger),
+            updated_at=db_now(),
+        )
+    )
+    return int(conn.execute(stmt).rowcount)
+
+
+def _advance_executemany(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
+    stmt = (
+        update(schedules)
+        .where(
+            schedules.c.name == bindparam("v_name"),
+            schedules.c.next_fire_at == bindparam("v_expected", type_=UTCDateTime()),
+        )
+        .values(
+            cursor_at=bindparam("v_cursor", type_=UTCDateTime()),
+            next_fire_at=bindparam("v_next", type_=UTCDateTime()),
+            last_fire_at=func.coalesce(
+                bindparam("v_last_fire", type_=UTCDateTime()), schedules.c.last_fire_at
+            ),
+            last_job_id=func.coalesce(
+                bindparam("v_last_job", type_=Uuid()), schedules.c.last_job_id
+            ),
+            skipped_count=schedules.c.skipped_count + bindparam("v_skipped", type_=BigInteger),
+            coalesced_count=schedules.c.coalesced_count
+            + bindparam("v_coalesced", type_=BigInteger),
+            updated_at=db_now(),
+        )
+    )
+    return int(conn.execute(stmt, [_advance_params(a) for a in advances]).rowcount)
+
+
+def earliest_next_fire(conn: Connection) -> tuple[datetime | None, datetime]:
+    """The soonest ``next_fire_at`` of an active schedule (via ix_schedules_due), and now."""
+    row = conn.execute(
+        select(
+            select(func.min(schedules.c.next_fire_at))
+            .where(
+                ~schedules.c.paused,
+                ~schedules.c.removed,
+                schedules.c.next_fire_at.is_not(None),
+            )
+            .scalar_subquery()
+            .label("soonest"),
+            db_now().label("clock"),
+        )
+    ).one()
+    soonest = row.soonest
+    if isinstance(soonest, str):  # SQLite: min() loses the column type
+        soonest = UTCDateTime().process_result_value(soonest, conn.dialect)
+    return soonest, row.clock
+
+
+# -- apply ------------------------------------------------------------------
+
+
+def lock_all_schedules(conn: Connection) -> dict[str, RowMapping]:
+    """Every schedule row, locked for the apply transaction, by name."""
+    rows = conn.execute(select(schedules).with_for_update()).mappings().all()
+    return {r["name"]: r for r in rows}
+
+
+def insert_schedule(
+    conn: Connection, spec: ScheduleSpec, cursor_at: datetime, next_fire_at: datetime | None
+) -> None:
+    conn.execute(
+        schedules.insert().values(
+            name=spec.name,
+            job_type=spec.job_type,
+            definition=spec.to_json(),
+            definition_hash=spec.definition_hash(),
+            cursor_at=cursor_at,
+            next_fire_at=next_fire_at,
+            created_at=db_now(),
+            updated_at=db_now(),
+        )
+    )
+
+
+def redefine_schedule(
+    conn: Connection,
+    spec: ScheduleSpec,
+    *,
+    cursor_at: datetime | None,
+    next_fire_at: datetime | None,
+    move_cursor: bool,
+) -> None:
+    """Store a new definition (and revive the row); with ``move_cursor``, a new cursor."""
+    vals: dict[str, Any] = {
+        "job_type": spec.job_type,
+        "definition": spec.to_json(),
+        "definition_hash": spec.definition_hash(),
+        "removed": False,
+        "updated_at": db_now(),
+    }
+    if move_cursor:
+        vals["cursor_at"] = cursor_at
+        vals["next_fire_at"] = next_fire_at
+    conn.execute(update(schedules).where(schedules.c.name == spec.name).values(**vals))
+
+
+def mark_removed_if_present(conn: Connection, names: Iterable[str]) -> None:
+    """Removed rows are kept (history, pending jobs) but never fire again."""
+    names = list(names)
+    if not names:
+        return
+    conn.execute(
+        update(schedules)
+        .where(schedules.c.name.in_(names), ~schedules.c.removed)
+        .values(removed=True, next_fire_at=None, updated_at=db_now())
+    )
+
+
+def notify_schedules_changed(conn: Connection) -> None:
+    """Wake the replicas (PostgreSQL NOTIFY, delivered at commit); SQLite replicas poll."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_notify(NOTIFY_CHANNEL, "")))
+
+
+# -- reads --------------------------------------------------------------------
+
+
+def list_schedules(conn: Connection) -> Sequence[RowMapping]:
+    return conn.execute(select(schedules).order_by(schedules.c.name)).mappings().all()
+
+
+def get_schedule(conn: Connection, name: str, *, lock: bool = False) -> RowMapping | None:
+    stmt = select(schedules).where(schedules.c.name == name)
+    if lock:
+        stmt = stmt.with_for_update()
+    return conn.execute(stmt).mappings().first()
+
+
+def schedule_names(conn: Connection) -> list[str]:
+    return list(conn.execute(select(schedules.c.name).order_by(schedules.c.name)).scalars())
+
+
+# -- pause / resume -----------------------------------------------------------
+
+
+def pause_if_active(conn: Connection, name: str, now: datetime | None = None) -> bool:
+    """Pause a schedule that is not paused; False when it already was."""
+    result = conn.execute(
+        update(schedules)
+        .where(schedules.c.name == name, ~schedules.c.paused)
+        .values(paused=True, paused_at=now_or_db(now), updated_at=db_now())
+    )
+    return bool(result.rowcount)
+
+
+def resume_if_paused(conn: Connection, name: str) -> bool:
+    """Unpause a paused schedule; False when it was not paused."""
+    result = conn.execute(
+        update(schedules)
+        .where(schedules.c.name == name, schedules.c.paused)
+        .values(paused=False, updated_at=db_now())
+    )
+    return bool(result.rowcount)
+
+
+# -- the jobs of a schedule (overlap) -------------------------------------------
+
+
+def unfinished_jobs_of_schedules(
+    conn: Connection, names: Sequence[str]
+) -> dict[str, list[uuid.UUID]]:
+    """The job ids of each schedule's runs that are not in a terminal state."""
+    if not names:
+        return {}
+    rows = conn.execute(
+        select(jobs.c.schedule_name, jobs.c.job_id).where(
+            jobs.c.schedule_name.in_(names), jobs.c.state.in_(UNFINISHED)
+        )
+    ).all()
+    out: dict[str, list[uuid.UUID]] = {}
+    for name, job_id in rows:
+        out.setdefault(name, []).append(job_id)
+    return out
+
+
+def request_cancel_if_unfinished(conn: Connection, job_ids: Sequence[uuid.UUID]) -> int:
+    """Ask unfinished jobs to stop, as ``rota cancel`` does: guarded by state.
+
+    QUEUED / RETRY_WAIT become CANCELLED at once; RUNNING becomes
+    CANCEL_REQUESTED (the worker acknowledges, or the sweeper after lease expiry).
+    Returns how many rows changed.
+    """
+    if not job_ids:
+        return 0
+    waiting = conn.execute(
+        update(jobs)
+        .where(
+            jobs.c.job_id.in_(job_ids),
+            jobs.c.state.in_((JobState.QUEUED.value, JobState.RETRY_WAIT.value)),
+        )
+        .values(
+            state=JobState.CANCELLED.value,
+            finished_at=db_now(),
+            cancel_requested_at=db_now(),
+            last_error_code="replaced",
+            updated_at=db_now(),
+        )
+    ).rowcount
+    running = conn.execute(
+        update(jobs)
+        .where(jobs.c.job_id.in_(job_ids), jobs.c.state == JobState.RUNNING.value)
+        .values(
+            state=JobState.CANCEL_REQUESTED.value,
+            cancel_requested_at=db_now(),
+            updated_at=db_now(),
+        )
+    ).rowcount
+    return int(waiting) + int(running)
