@@ -1,0 +1,242 @@
+"""Claiming due jobs: one guarded statement per batch, on both backends.
+
+``claim_due_jobs`` moves up to ``limit`` claimable jobs (QUEUED or RETRY_WAIT,
+due by the database clock, in the executor's pools) to RUNNING for one worker:
+``lease_generation`` and ``attempt_count`` go up by one, the lease runs until
+database now + the row's ``lease_seconds``, and a ``job_attempts`` row is
+opened for each claim in the same transaction. Order: ``priority`` (0 first),
+then ``run_after``, then ``created_at``.
+
+Two limits hold under any number of concurrent claimers, because they are
+checked inside the claim itself:
+
+* at most one RUNNING (or CANCEL_REQUESTED) job per ``concurrency_key``;
+* with ``tenant_limit``, at most that many running jobs per ``tenant``.
+
+On PostgreSQL the candidate rows are locked with ``FOR UPDATE SKIP LOCKED``, so
+claimers never take the same row, and the claim transaction first takes a
+transaction-scoped advisory lock so the "how many are running" checks of two
+claimers cannot both read the same count. On SQLite the claim is a single
+``UPDATE ... WHERE job_id IN (SELECT ... LIMIT n) RETURNING`` inside a
+``BEGIN IMMEDIATE`` transaction: the write lock serialises claimers (SKIP
+LOCKED does not exist there and is never relied on).
+
+Only the first ``scan`` candidates in claim order are considered per batch; a
+candidate whose key or tenant is already at its limit is skipped by the query,
+and a second job of the same key within one batch waits for a later claim.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, TextClause, text
+
+from shared.queries.sqlparams import (
+    PG_NOW,
+    SQLITE_NOW,
+    bind_now,
+    is_pg,
+    pg_now_plus,
+    read_id,
+    read_instant,
+    read_json,
+    sqlite_now_plus,
+)
+
+# Any constant works; it only has to be the same for every claimer.
+CLAIM_LOCK_KEY = 0x726F7461_636C6D  # "rota" "clm"
+
+_LEASED = "('RUNNING', 'CANCEL_REQUESTED')"
+_ORDER = "priority, run_after, created_at"
+_TL = "CAST(:tenant_limit AS integer)"
+
+_RETURNED = (
+    "job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, "
+    "idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, "
+    "last_error_code, tenant, concurrency_key"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """What a worker needs to run one claimed job; ``attempt`` counts this claim."""
+
+    job_id: uuid.UUID
+    job_type: str
+    pool: str
+    lease_generation: int
+    attempt: int
+    max_attempts: int
+    lease_seconds: float
+    idempotent: bool
+    needs_reconcile: bool
+    payload_ref: str | None
+    args: dict[str, Any]
+    scheduled_for: datetime | None
+    covers_from: datetime | None
+    covers_count: int | None
+    last_error_code: str | None
+    tenant: str | None
+    concurrency_key: str | None
+
+
+def _candidates(now_sql: str, pools_sql: str) -> str:
+    """Claimable rows, skipping those whose key or tenant is already at its limit."""
+    return f"""
+        SELECT c.job_id, c.priority, c.run_after, c.created_at, c.tenant, c.concurrency_key
+        FROM jobs c
+        WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
+          AND c.pool IN ({pools_sql})
+          AND c.run_after <= {now_sql}
+          AND c.attempt_count < c.max_attempts
+          AND (c.concurrency_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobs k
+                WHERE k.concurrency_key = c.concurrency_key AND k.state IN {_LEASED}))
+          AND (c.tenant IS NULL OR {_TL} IS NULL OR (
+                SELECT count(*) FROM jobs t
+                WHERE t.tenant = c.tenant AND t.state IN {_LEASED}) < {_TL})
+        ORDER BY {_ORDER}
+        LIMIT :scan"""
+
+
+def _picked(cand_sql: str) -> str:
+    """At most one job per key and up to the tenant's free slots, in claim order."""
+    return f"""
+        SELECT r.job_id FROM (
+            SELECT cand.*,
+                   row_number() OVER (PARTITION BY concurrency_key ORDER BY {_ORDER}) AS key_rn,
+                   row_number() OVER (PARTITION BY tenant ORDER BY {_ORDER}) AS tenant_rn
+            FROM ({cand_sql}) AS cand
+        ) AS r
+        WHERE (r.concurrency_key IS NULL OR r.key_rn = 1)
+          AND (r.tenant IS NULL OR {_TL} IS NULL
+               OR r.tenant_rn <= {_TL} - (
+                SELECT count(*) FROM jobs t
+                WHERE t.tenant = r.tenant AND t.state IN {_LEASED}))
+        ORDER BY {_ORDER}
+        LIMIT :limit"""
+
+
+def _pools_sql(n: int) -> str:
+    return ", ".join(f":pool{i}" for i in range(n))
+
+
+@cache
+def _pg_claim(n_pools: int) -> TextClause:
+    pools = _pools_sql(n_pools)
+    cand = _candidates(PG_NOW, pools) + "\n        FOR UPDATE OF c SKIP LOCKED"
+    return text(f"""
+        WITH picked AS ({_picked(cand)}),
+        claimed AS (
+            UPDATE jobs AS j
+            SET state = 'RUNNING',
+                lease_owner = :owner,
+                lease_expires_at = {pg_now_plus("j.lease_seconds")},
+                lease_generation = j.lease_generation + 1,
+                attempt_count = j.attempt_count + 1,
+                started_at = {PG_NOW},
+                heartbeat_at = {PG_NOW},
+                updated_at = {PG_NOW}
+            FROM picked
+            WHERE j.job_id = picked.job_id
+              AND j.state IN ('QUEUED', 'RETRY_WAIT')
+            RETURNING j.*
+        ),
+        opened AS (
+            INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
+            SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
+        )
+        SELECT {_RETURNED} FROM claimed
+        ORDER BY {_ORDER}
+    """)
+
+
+_PG_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+
+
+@cache
+def _sqlite_claim(n_pools: int) -> TextClause:
+    pools = _pools_sql(n_pools)
+    return text(f"""
+        UPDATE jobs
+        SET state = 'RUNNING',
+            lease_owner = :owner,
+            lease_expires_at = {sqlite_now_plus("lease_seconds")},
+            lease_generation = lease_generation + 1,
+            attempt_count = attempt_count + 1,
+            started_at = {SQLITE_NOW},
+            heartbeat_at = {SQLITE_NOW},
+            updated_at = {SQLITE_NOW}
+        WHERE job_id IN ({_picked(_candidates(SQLITE_NOW, pools))})
+        RETURNING {_RETURNED}, priority, run_after, created_at
+    """)
+
+
+_SQLITE_OPEN_ATTEMPTS = text("""
+    INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
+    SELECT j.job_id, j.attempt_count, j.lease_generation, j.lease_owner, j.started_at
+    FROM jobs AS j JOIN json_each(:ids) AS b ON j.job_id = b.value
+""")
+
+
+def claim_due_jobs(
+    conn: Connection,
+    *,
+    owner: str,
+    pools: Sequence[str],
+    limit: int,
+    tenant_limit: int | None = None,
+    now: datetime | None = None,
+    scan: int | None = None,
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` due jobs for ``owner``; call inside a transaction."""
+    if limit <= 0 or not pools:
+        return []
+    params: dict[str, Any] = {
+        "owner": owner,
+        "limit": limit,
+        "scan": scan if scan is not None else max(4 * limit, 32),
+        "tenant_limit": tenant_limit,
+        "now": bind_now(conn, now),
+    }
+    params.update({f"pool{i}": p for i, p in enumerate(pools)})
+    if is_pg(conn):
+        conn.execute(_PG_LOCK, {"key": CLAIM_LOCK_KEY})
+        rows = conn.execute(_pg_claim(len(pools)), params).all()
+    else:
+        rows = sorted(
+            conn.execute(_sqlite_claim(len(pools)), params).all(),
+            key=lambda r: (r[-3], r[-2], r[-1]),
+        )
+        if rows:
+            conn.execute(_SQLITE_OPEN_ATTEMPTS, {"ids": json.dumps([r[0] for r in rows])})
+    return [_claimed(r) for r in rows]
+
+
+def _claimed(r: Any) -> ClaimedJob:
+    return ClaimedJob(
+        job_id=read_id(r[0]),
+        job_type=r[1],
+        pool=r[2],
+        lease_generation=int(r[3]),
+        attempt=int(r[4]),
+        max_attempts=int(r[5]),
+        lease_seconds=float(r[6]),
+        idempotent=bool(r[7]),
+        needs_reconcile=bool(r[8]),
+        payload_ref=r[9],
+        args=read_json(r[10]) or {},
+        scheduled_for=read_instant(r[11]),
+        covers_from=read_instant(r[12]),
+        covers_count=r[13],
+        last_error_code=r[14],
+        tenant=r[15],
+        concurrency_key=r[16],
+    )

@@ -1,0 +1,83 @@
+"""Helpers shared by the executor tests: job types, jobs, reading rows back."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from shared.config.model import Backoff, JobTypeSpec
+from shared.models import job_attempts, jobs
+from shared.queries.job_types import upsert_job_types
+from shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def job_type(name: str = "t", **kwargs: Any) -> JobTypeSpec:
+    kwargs.setdefault("handler", "tests.handlers_exec:noop")
+    kwargs.setdefault("backoff", Backoff(base=timedelta(seconds=5), max=timedelta(minutes=15)))
+    return JobTypeSpec(name=name, **kwargs)
+
+
+def store_types(engine: Engine, *specs: JobTypeSpec) -> None:
+    with engine.begin() as conn:
+        upsert_job_types(conn, specs)
+
+
+def add_jobs(engine: Engine, spec: JobTypeSpec, n: int = 1, **kwargs: Any) -> list[uuid.UUID]:
+    new = [NewJob.of_type(spec, **kwargs) for _ in range(n)]
+    with engine.begin() as conn:
+        for i in range(0, len(new), 500):
+            insert_jobs_or_skip(conn, new[i : i + 500])
+    return [j.job_id for j in new]
+
+
+def job_row(engine: Engine, job_id: uuid.UUID) -> dict[str, Any]:
+    with engine.connect() as conn:
+        row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).mappings().one()
+    return dict(row)
+
+
+def attempt_rows(engine: Engine, job_id: uuid.UUID) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(job_attempts)
+            .where(job_attempts.c.job_id == job_id)
+            .order_by(job_attempts.c.lease_generation)
+        ).mappings()
+        return [dict(r) for r in rows]
+
+
+def states(engine: Engine, ids: Iterable[uuid.UUID] | None = None) -> dict[uuid.UUID, str]:
+    with engine.connect() as conn:
+        q = select(jobs.c.job_id, jobs.c.state)
+        rows = conn.execute(q).all()
+    wanted = None if ids is None else set(ids)
+    return {r[0]: r[1] for r in rows if wanted is None or r[0] in wanted}
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def subprocess_env(db_url: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["ROTA_DATABASE_URL"] = db_url
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env

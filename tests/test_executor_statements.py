@@ -1,0 +1,348 @@
+"""Each job-state statement and each fence, on both backends.
+
+A stale worker in these tests has the SAME owner name as the current one and
+only an older ``lease_generation``: the generation alone must reject it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine, update
+
+from shared.models import jobs
+from shared.queries.jobs_claim import ClaimedJob, claim_due_jobs
+from shared.queries.jobs_control import replay_failed, request_cancel
+from shared.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
+from shared.queries.jobs_outcome import Finish, finish_if_lease_held
+from shared.states import AttemptOutcome, JobState
+from tests.executor_support import add_jobs, attempt_rows, job_row, job_type, store_types
+
+OWNER = "host:1:abc"
+FAR_FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def spec(engine: Engine):  # type: ignore[no-untyped-def]
+    s = job_type("t", max_attempts=3)
+    store_types(engine, s)
+    return s
+
+
+def claim(engine: Engine, n: int = 1, owner: str = OWNER, **kw: object) -> list[ClaimedJob]:
+    with engine.begin() as conn:
+        return claim_due_jobs(conn, owner=owner, pools=["default"], limit=n, **kw)  # type: ignore[arg-type]
+
+
+def finish(engine: Engine, *fs: Finish, owner: str = OWNER) -> set[uuid.UUID]:
+    with engine.begin() as conn:
+        return {f.job_id for f in finish_if_lease_held(conn, owner=owner, finishes=fs)}
+
+
+def success(c: ClaimedJob, gen: int | None = None) -> Finish:
+    return Finish(
+        c.job_id, c.lease_generation if gen is None else gen, JobState.SUCCEEDED,
+        AttemptOutcome.SUCCEEDED,
+    )
+
+
+def expire_all(engine: Engine) -> None:
+    """Make every lease run out (in the past), then sweep by the database clock."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.state.in_(["RUNNING", "CANCEL_REQUESTED"]))
+            .values(lease_expires_at=datetime(2000, 1, 1, tzinfo=UTC))
+        )
+    with engine.begin() as conn:
+        sweep_expired_leases(conn)
+
+
+def test_claim_moves_to_running_with_lease_attempt_and_attempt_row(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec, payload_ref="s3://x", args={"a": 1})
+    (c,) = claim(engine)
+    assert c.job_id == job_id and c.lease_generation == 1 and c.attempt == 1
+    assert c.args == {"a": 1} and c.payload_ref == "s3://x"
+    row = job_row(engine, job_id)
+    assert row["state"] == "RUNNING" and row["lease_owner"] == OWNER
+    assert row["lease_expires_at"] > row["started_at"]
+    lease = (row["lease_expires_at"] - row["started_at"]).total_seconds()
+    assert 59 <= lease <= 61
+    (att,) = attempt_rows(engine, job_id)
+    assert att["lease_generation"] == 1 and att["attempt"] == 1 and att["worker_id"] == OWNER
+    assert att["ended_at"] is None
+    assert claim(engine) == []
+
+
+def test_claim_order_priority_then_run_after_then_created(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    now = datetime.now(UTC)
+    late = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=1))
+    early = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=5))
+    low = add_jobs(engine, spec, priority=5, run_after=now - timedelta(seconds=60))
+    future = add_jobs(engine, spec, priority=0, run_after=now + timedelta(hours=1))
+    got = [c.job_id for c in claim(engine, 10)]
+    assert got == early + late + low
+    assert future[0] not in got
+
+
+def test_claim_serves_only_its_pools_and_batch_size(engine: Engine) -> None:
+    a, b = job_type("a", pool="pa"), job_type("b", pool="pb")
+    store_types(engine, a, b)
+    add_jobs(engine, a, 5)
+    add_jobs(engine, b, 5)
+    with engine.begin() as conn:
+        got = claim_due_jobs(conn, owner=OWNER, pools=["pa"], limit=3)
+    assert len(got) == 3 and {c.job_type for c in got} == {"a"}
+    with engine.begin() as conn:
+        got = claim_due_jobs(conn, owner=OWNER, pools=["pa", "pb"], limit=100)
+    assert len(got) == 7
+
+
+def test_complete_and_stale_generation_same_owner_is_fenced(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (old,) = claim(engine)
+    expire_all(engine)
+    (new,) = claim(engine)  # same owner name, next generation
+    assert new.lease_generation == old.lease_generation + 1
+    # The stale attempt can do nothing: complete, fail, heartbeat.
+    assert finish(engine, success(old)) == set()
+    fail = Finish(job_id, old.lease_generation, JobState.FAILED, AttemptOutcome.FAILED, "X", "x")
+    assert finish(engine, fail) == set()
+    with engine.begin() as conn:
+        assert renew_leases_if_held(
+            conn, owner=OWNER, renewals=[Renewal(job_id, old.lease_generation)]
+        ) == {}
+    assert job_row(engine, job_id)["state"] == "RUNNING"
+    # The current one completes; its attempt row is closed in the same transaction.
+    assert finish(engine, success(new)) == {job_id}
+    row = job_row(engine, job_id)
+    assert row["state"] == "SUCCEEDED" and row["lease_owner"] is None
+    assert row["finished_at"] is not None
+    atts = attempt_rows(engine, job_id)
+    assert [a["outcome"] for a in atts] == ["LEASE_EXPIRED", "SUCCEEDED"]
+    # Completing twice is a lost lease, not a second success.
+    assert finish(engine, success(new)) == set()
+
+
+def test_other_owner_is_fenced(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    add_jobs(engine, spec)
+    (c,) = claim(engine)
+    assert finish(engine, success(c), owner="someone:else") == set()
+
+
+def test_retry_then_failed_when_attempts_run_out(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    for attempt in (1, 2):
+        (c,) = claim(engine)
+        assert c.attempt == attempt
+        f = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY,
+                   "Boom", "tb", delay_seconds=0.0)
+        assert finish(engine, f) == {job_id}
+        row = job_row(engine, job_id)
+        assert row["state"] == "RETRY_WAIT" and row["last_error_code"] == "Boom"
+    (c,) = claim(engine)
+    f = Finish(job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED, "Boom3", "tb3")
+    assert finish(engine, f) == {job_id}
+    row = job_row(engine, job_id)
+    assert row["state"] == "FAILED" and row["attempt_count"] == 3
+    assert row["last_error_code"] == "Boom3" and row["last_error_detail"] == "tb3"
+    assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["RETRY", "RETRY", "FAILED"]
+
+
+def test_retry_delay_is_stored_as_run_after_by_db_clock(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (c,) = claim(engine)
+    f = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY, "E", "",
+               delay_seconds=120.0)
+    finish(engine, f)
+    row = job_row(engine, job_id)
+    assert 119 <= (row["run_after"] - row["updated_at"]).total_seconds() <= 121
+    assert claim(engine) == []
+
+
+def test_heartbeat_renews_reports_state_and_stores_progress(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (c,) = claim(engine)
+    before = job_row(engine, job_id)["lease_expires_at"]
+    with engine.begin() as conn:
+        got = renew_leases_if_held(
+            conn, owner=OWNER,
+            renewals=[Renewal(job_id, c.lease_generation, stage="LOAD", done=3, total=10)],
+        )
+    assert got == {job_id: JobState.RUNNING}
+    row = job_row(engine, job_id)
+    assert row["lease_expires_at"] >= before
+    assert (row["progress_stage"], row["progress_done"], row["progress_total"]) == ("LOAD", 3, 10)
+    with engine.begin() as conn:
+        assert request_cancel(conn, job_id).state == JobState.CANCEL_REQUESTED
+    with engine.begin() as conn:
+        got = renew_leases_if_held(conn, owner=OWNER, renewals=[Renewal(job_id, c.lease_generation)])
+    assert got == {job_id: JobState.CANCEL_REQUESTED}
+    assert job_row(engine, job_id)["progress_stage"] == "LOAD"
+
+
+def test_heartbeat_never_revives_an_expired_lease(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (c,) = claim(engine)
+    with engine.begin() as conn:
+        got = renew_leases_if_held(
+            conn, owner=OWNER, renewals=[Renewal(job_id, c.lease_generation)], now=FAR_FUTURE
+        )
+    assert got == {}
+
+
+def test_cancel_queued_job_is_cancelled_at_once(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    with engine.begin() as conn:
+        res = request_cancel(conn, job_id)
+    assert res.changed and res.state == JobState.CANCELLED
+    row = job_row(engine, job_id)
+    assert row["cancel_requested_at"] is not None and row["finished_at"] is not None
+    assert claim(engine) == []
+    with engine.begin() as conn:
+        again = request_cancel(conn, job_id)
+    assert not again.changed and again.state == JobState.CANCELLED
+    with engine.begin() as conn:
+        missing = request_cancel(conn, uuid.uuid4())
+    assert not missing.changed and missing.state is None
+
+
+def test_cancel_running_needs_the_workers_fenced_ack(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (old,) = claim(engine)
+    expire_all(engine)
+    (c,) = claim(engine)
+    with engine.begin() as conn:
+        assert request_cancel(conn, job_id).state == JobState.CANCEL_REQUESTED
+    ack_old = Finish(job_id, old.lease_generation, JobState.CANCELLED, AttemptOutcome.CANCELLED)
+    assert finish(engine, ack_old) == set()  # stale generation, same owner
+    assert job_row(engine, job_id)["state"] == "CANCEL_REQUESTED"
+    ack = Finish(job_id, c.lease_generation, JobState.CANCELLED, AttemptOutcome.CANCELLED)
+    assert finish(engine, ack) == {job_id}
+    row = job_row(engine, job_id)
+    assert row["state"] == "CANCELLED" and row["lease_owner"] is None
+    assert attempt_rows(engine, job_id)[-1]["outcome"] == "CANCELLED"
+
+
+def test_worker_cannot_cancel_a_job_nobody_asked_to_cancel(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (c,) = claim(engine)
+    ack = Finish(job_id, c.lease_generation, JobState.CANCELLED, AttemptOutcome.CANCELLED)
+    assert finish(engine, ack) == set()
+
+
+def test_retry_of_a_cancel_requested_job_becomes_cancelled(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (c,) = claim(engine)
+    with engine.begin() as conn:
+        request_cancel(conn, job_id)
+    f = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY, "E", "",
+               delay_seconds=1.0)
+    assert finish(engine, f) == {job_id}
+    assert job_row(engine, job_id)["state"] == "CANCELLED"
+
+
+def test_release_refunds_the_attempt_and_is_fenced(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (old,) = claim(engine)
+    expire_all(engine)
+    (c,) = claim(engine)
+    assert job_row(engine, job_id)["attempt_count"] == 2
+    rel_old = Finish(job_id, old.lease_generation, JobState.QUEUED, AttemptOutcome.RELEASED,
+                     delay_seconds=0.0, refund=True)
+    assert finish(engine, rel_old) == set()
+    rel = Finish(job_id, c.lease_generation, JobState.QUEUED, AttemptOutcome.RELEASED,
+                 delay_seconds=0.0, refund=True)
+    assert finish(engine, rel) == {job_id}
+    row = job_row(engine, job_id)
+    assert row["state"] == "QUEUED" and row["attempt_count"] == 1 and row["lease_owner"] is None
+    assert attempt_rows(engine, job_id)[-1]["outcome"] == "RELEASED"
+
+
+def test_sweeper_requeues_fails_and_cancels_expired_leases(engine: Engine) -> None:
+    retry = job_type("retry", max_attempts=3)
+    last = job_type("last", max_attempts=1)
+    risky = job_type("risky", max_attempts=3, idempotent=False)
+    store_types(engine, retry, last, risky)
+    (r,) = add_jobs(engine, retry)
+    (f,) = add_jobs(engine, last)
+    (x,) = add_jobs(engine, risky)
+    (cxl,) = add_jobs(engine, retry)
+    claim(engine, 10)
+    with engine.begin() as conn:
+        request_cancel(conn, cxl)
+    with engine.begin() as conn:
+        assert sweep_expired_leases(conn) == []  # nothing has expired yet
+    with engine.begin() as conn:
+        swept = {s.job_id: s for s in sweep_expired_leases(conn, now=FAR_FUTURE)}
+    assert {k: v.state for k, v in swept.items()} == {
+        r: JobState.RETRY_WAIT, f: JobState.FAILED, x: JobState.RETRY_WAIT,
+        cxl: JobState.CANCELLED,
+    }
+    for job_id in (r, f, x, cxl):
+        row = job_row(engine, job_id)
+        assert row["last_error_code"] == "LEASE_EXPIRED" and row["lease_owner"] is None
+        assert attempt_rows(engine, job_id)[-1]["outcome"] == "LEASE_EXPIRED"
+    assert job_row(engine, x)["needs_reconcile"] is True
+    assert job_row(engine, r)["needs_reconcile"] is False
+    assert "generation 1" in job_row(engine, r)["last_error_detail"]
+    with engine.begin() as conn:
+        assert sweep_expired_leases(conn, now=FAR_FUTURE) == []
+
+
+def test_sweeper_rechecks_expiry_in_the_statement(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (c,) = claim(engine)
+    # The worker renews just before the sweeper runs: nothing is taken back.
+    with engine.begin() as conn:
+        renew_leases_if_held(conn, owner=OWNER, renewals=[Renewal(job_id, c.lease_generation)])
+    with engine.begin() as conn:
+        assert sweep_expired_leases(conn) == []
+    assert finish(engine, success(c)) == {job_id}
+    with engine.begin() as conn:
+        assert sweep_expired_leases(conn, now=FAR_FUTURE) == []
+    assert job_row(engine, job_id)["state"] == "SUCCEEDED"
+
+
+def test_replay_gives_a_fresh_budget_and_keeps_history(engine: Engine) -> None:
+    s = job_type("once", max_attempts=1)
+    store_types(engine, s)
+    (job_id,) = add_jobs(engine, s)
+    (c,) = claim(engine)
+    finish(engine, Finish(job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
+                          "Bad", "detail", needs_reconcile=True))
+    with engine.begin() as conn:
+        res = replay_failed(conn, job_id)
+    assert res.changed and res.state == JobState.QUEUED
+    row = job_row(engine, job_id)
+    assert row["attempt_count"] == 0 and row["needs_reconcile"] is False
+    (c2,) = claim(engine)
+    assert c2.lease_generation == c.lease_generation + 1 and c2.attempt == 1
+    assert len(attempt_rows(engine, job_id)) == 2
+    with engine.begin() as conn:
+        again = replay_failed(conn, job_id)
+    assert not again.changed and again.state == JobState.RUNNING
+
+
+def test_claim_with_injected_now(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    add_jobs(engine, spec, run_after=datetime(2090, 1, 1, tzinfo=UTC))
+    assert claim(engine) == []
+    (c,) = claim(engine, now=datetime(2090, 1, 1, 0, 0, 1, tzinfo=UTC))
+    row = job_row(engine, c.job_id)
+    assert row["lease_expires_at"] == datetime(2090, 1, 1, 0, 1, 1, tzinfo=UTC)
+
+
+def test_attempts_never_exceed_max(engine: Engine) -> None:
+    s = job_type("two", max_attempts=2)
+    store_types(engine, s)
+    (job_id,) = add_jobs(engine, s)
+    for _ in range(2):
+        claim(engine)
+        expire_all(engine)
+    assert job_row(engine, job_id)["state"] == "FAILED"
+    assert job_row(engine, job_id)["attempt_count"] == 2
+    with engine.begin() as conn:
+        conn.execute(update(jobs).values(state="RETRY_WAIT"))  # even if someone forces it
+    assert claim(engine) == []
