@@ -18,6 +18,8 @@ from typing import Protocol
 
 from shared.config.model import MisfirePolicy, ScheduleSpec
 
+_TINY = timedelta(microseconds=1)
+
 
 class OccurrenceLike(Protocol):
     @property
@@ -105,11 +107,14 @@ def scan(
     start: OccurrenceLike | None,
     end: datetime,
     step: timedelta | None = None,
+    period: timedelta | None = None,
 ) -> Span:
     """Count the occurrences from ``start`` (inclusive) up to ``end`` (exclusive).
 
-    With ``step`` (a fixed-interval rule: instants are ``start + k * step``) the
-    count is arithmetic; otherwise the rule is walked one occurrence at a time.
+    With ``step`` (a fixed interval: instants are ``start + k * step``) the count
+    is arithmetic. With ``period`` (the rule repeats itself exactly every
+    ``period``) one period is walked and multiplied. Otherwise the rule is
+    walked one occurrence at a time.
     """
     if start is None or start.instant >= end:
         return Span(next=start)
@@ -123,8 +128,14 @@ def scan(
             penultimate=last - step if n >= 2 else None,
             next=rule.next_after(last),
         )
+    if period is not None and start.instant + 3 * period < end:
+        return _scan_periodic(rule, start, end, period)
+    return _walk(rule, start, end)
+
+
+def _walk(rule: RuleLike, start: OccurrenceLike | None, end: datetime) -> Span:
     span = Span()
-    occ: OccurrenceLike | None = start
+    occ = start
     while occ is not None and occ.instant < end:
         if occ.skipped:
             span.dst_count += 1
@@ -138,6 +149,73 @@ def scan(
         occ = rule.next_after(occ.instant)
     span.next = occ
     return span
+
+
+def _scan_periodic(
+    rule: RuleLike, start: OccurrenceLike, end: datetime, period: timedelta
+) -> Span:
+    """Walk one period, multiply, and walk the remainder (no DST-skipped occurrences)."""
+    sample = _walk(rule, start, start.instant + period)
+    if sample.count == 0 or sample.dst_count or sample.last is None:
+        return _walk(rule, start, end)
+    k = (end - start.instant) // period  # whole periods from start, >= 3
+    base = start.instant + k * period
+    tail = _walk(rule, rule.next_after(base - _TINY), end)
+    if tail.dst_count:
+        return _walk(rule, start, end)
+    shift = (k - 1) * period
+    last_full = sample.last + shift
+    penultimate_full = (
+        sample.penultimate + shift
+        if sample.penultimate is not None
+        else sample.last + (k - 2) * period
+    )
+    if tail.count >= 2:
+        last, penultimate = tail.last, tail.penultimate
+    elif tail.count == 1:
+        last, penultimate = tail.last, last_full
+    else:
+        last, penultimate = last_full, penultimate_full
+    return Span(
+        count=k * sample.count + tail.count,
+        first=start.instant,
+        last=last,
+        penultimate=penultimate,
+        next=tail.next,
+    )
+
+
+# Zones with one fixed UTC offset, where a cron rule repeats exactly.
+_FIXED_ZONES = frozenset(
+    {"UTC", "Etc/UTC", "Etc/UCT", "Etc/Universal", "Etc/Zulu", "GMT", "Etc/GMT"}
+)
+
+
+def repeat_period(spec: ScheduleSpec) -> timedelta | None:
+    """The period after which a cron rule repeats exactly, when it is obvious.
+
+    Only for a cron rule in a fixed-offset zone without exclusions: the smallest
+    unit above which every field is ``*`` (a restricted day of week: a week).
+    """
+    if spec.cron is None or spec.exclude_dates:
+        return None
+    if spec.timezone not in _FIXED_ZONES and not spec.timezone.startswith("Etc/GMT"):
+        return None
+    fields = spec.cron.split()
+    if len(fields) == 5:
+        fields = ["0", *fields]
+    if len(fields) != 6:
+        return None
+    _sec, minute, hour, dom, month, dow = fields
+    if dom != "*" or month != "*":
+        return None
+    if dow not in ("*", "?"):
+        return timedelta(days=7)
+    if hour != "*":
+        return timedelta(days=1)
+    if minute != "*":
+        return timedelta(hours=1)
+    return timedelta(minutes=1)
 
 
 @dataclass
@@ -202,19 +280,20 @@ def plan_due(
     if first is None or first.instant > now:
         return b.plan(first)
     step = spec.every if spec.every is not None and not spec.exclude_dates else None
+    period = repeat_period(spec)
     end_of_due = now + timedelta(microseconds=1)  # due: instant <= now
     if spec.misfire is MisfirePolicy.CATCH_UP:
-        older = scan(rule, first, now - spec.catch_up_window, step)
+        older = scan(rule, first, now - spec.catch_up_window, step, period)
         b.skip_span(older)
         return b.plan(b.one_by_one(rule, older.next, now, budget))
     if spec.misfire is MisfirePolicy.SKIP:
-        late = scan(rule, first, now - spec.grace, step)
+        late = scan(rule, first, now - spec.grace, step, period)
         b.skip_span(late)
         return b.plan(b.one_by_one(rule, late.next, now, budget))
     # coalesce
     if first.instant >= now - spec.grace or budget < 1:
         return b.plan(b.one_by_one(rule, first, now, budget))
-    due = scan(rule, first, end_of_due, step)
+    due = scan(rule, first, end_of_due, step, period)
     b.dst_span(due)
     b.handled(due.newest)
     if due.count == 1 and due.last is not None:

@@ -33,7 +33,7 @@ from sqlalchemy.sql import column
 from shared.config.model import ScheduleSpec
 from shared.models import jobs, schedules
 from shared.sqltime import UTCDateTime, db_now, now_or_db
-from shared.states import UNFINISHED, JobState
+from shared.states import UNFINISHED
 
 NOTIFY_CHANNEL = "rota_schedules"
 
@@ -332,6 +332,15 @@ def resume_if_paused(conn: Connection, name: str) -> bool:
     return bool(result.rowcount)
 
 
+def record_manual_fire(conn: Connection, name: str, job_id: uuid.UUID, at: datetime) -> None:
+    """A manual run (``rota trigger``) shows as the last fire; the cursor does not move."""
+    conn.execute(
+        update(schedules)
+        .where(schedules.c.name == name)
+        .values(last_fire_at=at, last_job_id=job_id, updated_at=db_now())
+    )
+
+
 # -- the jobs of a schedule (overlap) -------------------------------------------
 
 
@@ -350,38 +359,3 @@ def unfinished_jobs_of_schedules(
     for name, job_id in rows:
         out.setdefault(name, []).append(job_id)
     return out
-
-
-def request_cancel_if_unfinished(conn: Connection, job_ids: Sequence[uuid.UUID]) -> int:
-    """Ask unfinished jobs to stop, as ``rota cancel`` does: guarded by state.
-
-    QUEUED / RETRY_WAIT become CANCELLED at once; RUNNING becomes
-    CANCEL_REQUESTED (the worker acknowledges, or the sweeper after lease expiry).
-    Returns how many rows changed.
-    """
-    if not job_ids:
-        return 0
-    waiting = conn.execute(
-        update(jobs)
-        .where(
-            jobs.c.job_id.in_(job_ids),
-            jobs.c.state.in_((JobState.QUEUED.value, JobState.RETRY_WAIT.value)),
-        )
-        .values(
-            state=JobState.CANCELLED.value,
-            finished_at=db_now(),
-            cancel_requested_at=db_now(),
-            last_error_code="replaced",
-            updated_at=db_now(),
-        )
-    ).rowcount
-    running = conn.execute(
-        update(jobs)
-        .where(jobs.c.job_id.in_(job_ids), jobs.c.state == JobState.RUNNING.value)
-        .values(
-            state=JobState.CANCEL_REQUESTED.value,
-            cancel_requested_at=db_now(),
-            updated_at=db_now(),
-        )
-    ).rowcount
-    return int(waiting) + int(running)
