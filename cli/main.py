@@ -16,6 +16,8 @@ COMMANDS = (
     "enqueue",
     "jobs",
     "job",
+    "executor", "cancel", "replay",
+    "apply", "scheduler", "schedules", "pause", "resume", "trigger", "backfill",
 )
 
 

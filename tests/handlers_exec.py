@@ -1,8 +1,130 @@
-"""Handlers the executor tests run (importable by executor subprocesses)."""
+"""Handlers the executor tests run; importable by executor subprocesses too.
+
+Handlers that record their execution append one line per run to the file named
+in ``ctx.args["file"]`` (O_APPEND: lines from several processes never mix).
+"""
+
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Any
+
+from executor import AmbiguousError, PermanentError, RetryableError
 
 
 def noop(ctx: Any) -> None:
     return None
+
+
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def record(ctx: Any) -> None:
+    """Record start and end of each run: ``job_id attempt pid start end`` (monotonic ns)."""
+    start = time.monotonic_ns()
+    pause = float(ctx.args.get("sleep", 0.0))
+    if pause:
+        time.sleep(pause)
+    end = time.monotonic_ns()
+    _append(ctx.args["file"], f"{ctx.job_id} {ctx.attempt} {os.getpid()} {start} {end}")
+
+
+def retryable(ctx: Any) -> None:
+    raise RetryableError("FLAKY", "the downstream said try later")
+
+
+def permanent(ctx: Any) -> None:
+    raise PermanentError("BAD_INPUT", "the payload cannot be parsed")
+
+
+def generic(ctx: Any) -> None:
+    raise KeyError("missing")
+
+
+def ambiguous(ctx: Any) -> None:
+    raise AmbiguousError("MAYBE_CHARGED", "the payment call timed out")
+
+
+def ambiguous_first(ctx: Any) -> None:
+    """Ambiguous on attempt 1; records its later runs."""
+    if ctx.attempt == 1:
+        raise AmbiguousError("MAYBE_CHARGED")
+    _append(ctx.args["file"], f"ran {ctx.attempt}")
+
+
+def reconcile_done(ctx: Any) -> bool:
+    _append(ctx.args["file"], f"reconcile {ctx.attempt}")
+    return True
+
+
+def reconcile_not_done(ctx: Any) -> bool:
+    _append(ctx.args["file"], f"reconcile {ctx.attempt}")
+    return False
+
+
+def until_stopped(ctx: Any) -> None:
+    """Report progress and loop on checkpoints until told to stop; note why it stopped."""
+    ctx.progress(stage="WORKING", done=1, total=3)
+    path = ctx.args.get("file")
+    if path:
+        _append(path, f"started {ctx.attempt}")
+    try:
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.01)
+    except BaseException as exc:
+        if path:
+            _append(path, f"stopped {type(exc).__name__} {time.monotonic()}")
+        raise
+
+
+def sleep_blind(ctx: Any) -> None:
+    """Sleep without checkpoints (a handler that overruns its timeout)."""
+    time.sleep(float(ctx.args.get("seconds", 3.0)))
+    if ctx.args.get("file"):
+        _append(ctx.args["file"], "woke")
+
+
+def finish_after(ctx: Any) -> None:
+    """Run for args["seconds"], checking for cancellation, then succeed."""
+    deadline = time.monotonic() + float(ctx.args["seconds"])
+    if ctx.args.get("file"):
+        _append(ctx.args["file"], f"started {ctx.job_id}")
+    while time.monotonic() < deadline:
+        ctx.checkpoint()
+        time.sleep(0.01)
+
+
+def kill_own_process(ctx: Any) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def context_dump(ctx: Any) -> None:
+    import json
+
+    _append(
+        ctx.args["file"],
+        json.dumps(
+            {
+                "job_id": str(ctx.job_id),
+                "job_type": ctx.job_type,
+                "attempt": ctx.attempt,
+                "payload_ref": ctx.payload_ref,
+                "args": ctx.args,
+                "scheduled_for": ctx.scheduled_for.isoformat() if ctx.scheduled_for else None,
+                "covers": (
+                    [ctx.covers.first.isoformat(), ctx.covers.last.isoformat(), ctx.covers.count]
+                    if ctx.covers
+                    else None
+                ),
+                "key": ctx.idempotency_key("charge"),
+            }
+        ),
+    )

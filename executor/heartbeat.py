@@ -1,0 +1,121 @@
+"""The heartbeat: renew every held lease in one statement, watch deadlines.
+
+Each tick it looks at every held job:
+
+* past the job type's execution timeout -> ``on_timeout`` (the lease is no
+  longer renewed; the attempt is written off as ambiguous);
+* past its *local* lease deadline (the last confirmed renewal + a share of
+  the lease, by the monotonic clock) -> ``on_lost``: a worker that cannot renew
+  stops its handler before the lease can pass to another worker;
+* due for renewal (a third of its lease since the last one), or carrying new
+  progress -> renewed.
+
+All due renewals go out in ONE statement; a job missing from its result lost
+its lease. The returned state carries CANCEL_REQUESTED to the handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from executor.lease import HeldJob
+from shared.queries.jobs_lease import renew_leases_if_held
+from shared.states import JobState
+
+log = logging.getLogger("rota.executor")
+
+RENEW_SHARE = 1 / 3  # renew after a third of the lease: one lost beat is tolerated
+PROGRESS_SECONDS = 0.5  # progress reaches the row at most this late (plus a tick)
+TICK_SECONDS = 0.05
+_RETRY_SECONDS = 0.5
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        engine: Engine,
+        owner: str,
+        held: Callable[[], Iterable[HeldJob]],
+        on_lost: Callable[[HeldJob, str], None],
+        on_timeout: Callable[[HeldJob], None],
+    ) -> None:
+        self._engine = engine
+        self._owner = owner
+        self._held = held
+        self._on_lost = on_lost
+        self._on_timeout = on_timeout
+        self._retry_at = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="rota-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            try:
+                self.beat_once()
+            except Exception:  # never let the heartbeat thread die
+                log.exception("heartbeat failed")
+
+    def beat_once(self, *, force: bool = False, now: datetime | None = None) -> int:
+        """One tick; ``force`` renews every held lease. Returns how many were renewed."""
+        mono = time.monotonic()
+        due: list[HeldJob] = []
+        for held in list(self._held()):
+            if held.stop is not None:
+                continue
+            spec = held.spec
+            if (
+                spec is not None
+                and spec.timeout is not None
+                and not held.settled
+                and mono - held.started_at > spec.timeout.total_seconds()
+            ):
+                self._on_timeout(held)
+                continue
+            if not held.settled and held.locally_expired(mono):
+                self._on_lost(held, "not renewed in time")
+                continue
+            since = mono - held.renewed_at
+            if (
+                force
+                or since >= held.claimed.lease_seconds * RENEW_SHARE
+                or (held.has_progress and since >= PROGRESS_SECONDS)
+            ):
+                due.append(held)
+        if not due or (not force and mono < self._retry_at):
+            return 0
+        renewals = [h.renewal() for h in due]
+        sent_at = time.monotonic()
+        try:
+            with self._engine.begin() as conn:
+                result = renew_leases_if_held(conn, owner=self._owner, renewals=renewals, now=now)
+        except Exception as exc:  # database unreachable: the local deadlines protect us
+            self._retry_at = time.monotonic() + _RETRY_SECONDS
+            for h, r in zip(due, renewals, strict=True):
+                h.restore_progress(r)
+            log.warning("could not renew %d lease(s): %s", len(due), exc)
+            return 0
+        for held in due:
+            state = result.get(held.claimed.job_id)
+            if state is None:
+                if not held.settled:
+                    self._on_lost(held, "heartbeat matched no row")
+                continue
+            held.renewed_at = sent_at
+            if state is JobState.CANCEL_REQUESTED:
+                held.cancel_requested = True
+        return len(result)

@@ -1,0 +1,54 @@
+"""Running one claimed job in a worker slot: reconcile if needed, then the handler.
+
+The result is a ``Finish`` to write, or ``None`` when there is nothing to
+report (the lease was lost, the job timed out or was released meanwhile).
+"""
+
+from __future__ import annotations
+
+import random
+
+from executor import outcomes
+from executor.command import run_command
+from executor.context import JobContext
+from executor.errors import JobCancelled, JobInterrupted, PermanentError
+from executor.handlers import HandlerRegistry
+from executor.lease import HeldJob
+from shared.queries.jobs_outcome import Finish
+
+
+def run_held_job(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -> Finish | None:
+    c = held.claimed
+    spec = held.spec
+    ctx = JobContext.for_job(held)
+    in_hook = False
+    try:
+        if spec is None:
+            raise PermanentError(
+                "UNKNOWN_JOB_TYPE",
+                f"job type {c.job_type!r} is not stored: declare it and run `rota apply`",
+            )
+        if c.needs_reconcile:
+            if spec.reconcile is None:
+                return outcomes.unreconcilable(c)
+            in_hook = True
+            done = registry.resolve(spec.reconcile)(ctx) is True
+            in_hook = False
+            if done:
+                return outcomes.succeeded(c, reconciled=True)
+        if spec.command is not None:
+            run_command(spec.command, ctx, held)
+        else:
+            assert spec.handler is not None, "a job type has a handler or a command"
+            registry.resolve(spec.handler)(ctx)
+    except JobCancelled:
+        if held.stop is not None:
+            return None
+        return outcomes.cancelled(c)
+    except JobInterrupted:
+        return None
+    except BaseException as exc:  # a handler's failure of any kind is the job's, not ours
+        if held.stop is not None:
+            return None
+        return outcomes.failed(c, spec, exc, rng, reconciling=in_hook)
+    return outcomes.succeeded(c)
