@@ -94,6 +94,7 @@ class Executor:
         self._wake = threading.Event()
         self._draining = False
         self._started = False
+        self.claim_rounds = 0  # claim statements run so far (tests wait on it)
         self._writer = OutcomeWriter(engine, self.worker_id, self._on_written)
         self._heartbeat = Heartbeat(
             engine, self.worker_id, self.held_jobs, self._on_lost, self._on_timeout
@@ -186,6 +187,7 @@ class Executor:
                 conn, owner=self.worker_id, pools=self.pools, limit=limit,
                 tenant_limit=self.tenant_limit, now=now,
             )
+        self.claim_rounds += 1
         for c in claimed:
             held = HeldJob(c, self._types.get(c.job_type), renewed_at=sent_at)
             with self._held_lock:

@@ -178,7 +178,8 @@ def test_heartbeat_renews_reports_state_and_stores_progress(engine: Engine, spec
     with engine.begin() as conn:
         assert request_cancel(conn, job_id).state == JobState.CANCEL_REQUESTED
     with engine.begin() as conn:
-        got = renew_leases_if_held(conn, owner=OWNER, renewals=[Renewal(job_id, c.lease_generation)])
+        renewals = [Renewal(job_id, c.lease_generation)]
+        got = renew_leases_if_held(conn, owner=OWNER, renewals=renewals)
     assert got == {job_id: JobState.CANCEL_REQUESTED}
     assert job_row(engine, job_id)["progress_stage"] == "LOAD"
 
