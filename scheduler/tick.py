@@ -1,0 +1,248 @@
+"""One scheduler transaction: lock a batch of due schedules, make their jobs, move their cursors.
+
+Per batch, not per schedule: the due rows are locked in one SELECT, every job
+goes in one multi-row ``INSERT ... ON CONFLICT DO NOTHING RETURNING``, the
+ledger rows in one INSERT, and the cursors in one UPDATE, all in one
+transaction. Events are logged after the commit, so a rolled-back batch logs
+nothing it did not do.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection
+
+from scheduler.compiled import CompiledSchedules
+from scheduler.jitter import run_after
+from scheduler.misfire import Plan, PlannedJob, PlannedSkip, plan_due
+from scheduler.overlap import decide_overlap
+from shared.config.model import JobTypeSpec, OverlapPolicy, ScheduleSpec
+from shared.events import emit
+from shared.queries.job_types import load_job_types
+from shared.queries.jobs_control import request_cancel
+from shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from shared.queries.schedule_skips import SkipRecord, record_skips
+from shared.queries.schedules import (
+    CursorAdvance,
+    DueSchedule,
+    advance_cursors_if_unchanged,
+    lock_due_schedules,
+    unfinished_jobs_of_schedules,
+)
+from shared.timefmt import occurrence_key, utc_key
+
+log = logging.getLogger("rota.scheduler")
+
+DEFAULT_BATCH_SCHEDULES = 500
+DEFAULT_BATCH_JOBS = 500
+_TINY = timedelta(microseconds=1)
+
+
+@dataclass
+class TickResult:
+    """What one or more batches did."""
+
+    created: int = 0
+    conflicts: int = 0
+    skipped: int = 0
+    coalesced: int = 0
+    cancel_requested: int = 0
+    schedules_advanced: int = 0
+    batches: int = 0
+    more_due: bool = False  # the last batch may have left due work (a limit was reached)
+
+    def add(self, other: TickResult) -> None:
+        self.created += other.created
+        self.conflicts += other.conflicts
+        self.skipped += other.skipped
+        self.coalesced += other.coalesced
+        self.cancel_requested += other.cancel_requested
+        self.schedules_advanced += other.schedules_advanced
+        self.batches += other.batches
+        self.more_due = other.more_due
+
+
+@dataclass
+class _Work:
+    """Everything one batch writes, and the events to log once it commits."""
+
+    jobs: list[tuple[NewJob, PlannedJob]] = field(default_factory=list)
+    skips: list[SkipRecord] = field(default_factory=list)
+    advances: list[CursorAdvance] = field(default_factory=list)
+    cancel: list[uuid.UUID] = field(default_factory=list)
+    events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+
+    def event(self, name: str, level: int = logging.INFO, **fields: Any) -> None:
+        self.events.append((name, level, fields))
+
+
+def materialize_batch(
+    conn: Connection,
+    compiled: CompiledSchedules,
+    *,
+    now: datetime | None,
+    max_schedules: int = DEFAULT_BATCH_SCHEDULES,
+    max_jobs: int = DEFAULT_BATCH_JOBS,
+    names: Sequence[str] | None = None,
+    skip_reason: str = "misfire",
+) -> tuple[TickResult, Callable[[], None]]:
+    """Handle one batch of due schedules inside ``conn``'s transaction.
+
+    Returns what was done and a function that logs its events (call it after
+    the commit).
+    """
+    due, clock = lock_due_schedules(conn, now, max_schedules, names)
+    result = TickResult(batches=1)
+    if not due:
+        return result, lambda: None
+    assert clock is not None
+    result.more_due = len(due) >= max_schedules  # maybe more rows than the batch took
+    work = _Work()
+    budget = max_jobs
+    planned: list[tuple[DueSchedule, ScheduleSpec, Plan]] = []
+    for row in due:
+        if budget <= 0:
+            result.more_due = True
+            break
+        spec, rule = compiled.get(row.definition_hash, row.definition)
+        first = compiled.first_due(row.definition_hash, rule, _cursor_of(row), row.next_fire_at)
+        plan = plan_due(rule, spec, first, clock, budget, skip_reason=skip_reason)
+        compiled.remember_next(row.definition_hash, plan.next)
+        budget -= len(plan.jobs)
+        if plan.next is not None and plan.next.instant <= clock:
+            result.more_due = True
+        planned.append((row, spec, plan))
+
+    overlap_names = [
+        r.name for r, s, p in planned if p.jobs and s.overlap is not OverlapPolicy.ALLOW
+    ]
+    unfinished = unfinished_jobs_of_schedules(conn, overlap_names)
+    job_types = load_job_types(conn)
+    for row, spec, plan in planned:
+        _plan_rows(work, row, spec, plan, unfinished.get(row.name, []), job_types)
+
+    inserted = insert_jobs_or_skip(conn, [j for j, _ in work.jobs])
+    last_job: dict[str, uuid.UUID] = {}
+    for job, pj in work.jobs:
+        assert job.schedule_name is not None and job.dedup_key is not None
+        if job.job_id in inserted:
+            result.created += 1
+            last_job[job.schedule_name] = job.job_id
+            folded = pj.folded()
+            if folded is not None:
+                work.skips.append(_record(job.schedule_name, folded, job.job_id))
+                work.event(
+                    "occurrences_coalesced",
+                    schedule=job.schedule_name,
+                    job_id=job.job_id,
+                    dedup_key=job.dedup_key,
+                    covers_from=utc_key(folded.first),
+                    covers_count=pj.covers_count,
+                )
+            else:
+                work.event(
+                    "occurrence_created",
+                    schedule=job.schedule_name,
+                    job_id=job.job_id,
+                    dedup_key=job.dedup_key,
+                    run_after=job.run_after.isoformat() if job.run_after else None,
+                )
+        else:
+            result.conflicts += 1
+            folded = pj.folded()
+            if folded is not None:
+                work.skips.append(_record(job.schedule_name, folded, None))
+            work.event(
+                "occurrence_conflict",
+                schedule=job.schedule_name,
+                dedup_key=job.dedup_key,
+            )
+    # The replaced runs: same statement and requester semantics as `rota cancel`.
+    result.cancel_requested = sum(request_cancel(conn, j, now=now).changed for j in work.cancel)
+    record_skips(conn, work.skips)
+    advances = [
+        CursorAdvance(**{**a.__dict__, "last_job_id": last_job.get(a.name)})
+        for a in work.advances
+    ]
+    advance_cursors_if_unchanged(conn, advances)
+    result.schedules_advanced = len(advances)
+    result.skipped = sum(s.count for s in work.skips if s.reason != "coalesced")
+    result.coalesced = sum(s.count for s in work.skips if s.reason == "coalesced")
+
+    def log_events() -> None:
+        for name, level, fields in work.events:
+            emit(log, name, level, **fields)
+
+    return result, log_events
+
+
+def _plan_rows(
+    work: _Work,
+    row: DueSchedule,
+    spec: ScheduleSpec,
+    plan: Plan,
+    unfinished: Sequence[uuid.UUID],
+    job_types: Mapping[str, JobTypeSpec],
+) -> None:
+    decision = decide_overlap(spec.overlap, plan.jobs, unfinished)
+    work.cancel.extend(decision.cancel)
+    if decision.cancel:
+        work.event(
+            "overlap_replaced", schedule=row.name, cancel_requested=len(decision.cancel)
+        )
+    job_type = job_types.get(spec.job_type)
+    if job_type is None:
+        work.event(
+            "job_type_missing", logging.WARNING, schedule=row.name, job_type=spec.job_type
+        )
+        job_type = JobTypeSpec(name=spec.job_type)
+    for pj in decision.make:
+        job = NewJob.of_type(
+            job_type,
+            payload_ref=spec.payload_ref,
+            args=spec.args,
+            dedup_key=occurrence_key(row.name, pj.instant),
+            run_after=run_after(row.name, pj.instant, spec.jitter),
+            schedule_name=row.name,
+            scheduled_for=pj.instant,
+            covers_from=pj.covers_from,
+            covers_count=pj.covers_count,
+        )
+        work.jobs.append((job, pj))
+    skips = (*plan.skips, *decision.skips)
+    for skip in skips:
+        work.skips.append(_record(row.name, skip, None))
+        work.event(
+            "occurrences_skipped",
+            schedule=row.name,
+            reason=skip.reason,
+            first=utc_key(skip.first),
+            last=utc_key(skip.last),
+            count=skip.count,
+        )
+    newest_made = max((pj.instant for pj in decision.make), default=None)
+    work.advances.append(
+        CursorAdvance(
+            name=row.name,
+            expected_next_fire_at=row.next_fire_at,
+            cursor_at=plan.cursor if plan.cursor is not None else _cursor_of(row),
+            next_fire_at=plan.next.instant if plan.next is not None else None,
+            last_fire_at=newest_made,
+            skipped_add=sum(s.count for s in skips),
+            coalesced_add=sum(pj.occurrences - 1 for pj in decision.make),
+        )
+    )
+
+
+def _cursor_of(row: DueSchedule) -> datetime:
+    return row.cursor_at if row.cursor_at is not None else row.next_fire_at - _TINY
+
+
+def _record(name: str, skip: PlannedSkip, job_id: uuid.UUID | None) -> SkipRecord:
+    return SkipRecord(name, skip.reason, skip.first, skip.last, skip.count, job_id)
