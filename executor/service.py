@@ -51,6 +51,7 @@ DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_SWEEP_INTERVAL = 5.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
 MAX_CLAIM_BATCH = 200
+STOP_GRACE_SECONDS = 2.0
 
 
 class Executor:
@@ -162,6 +163,9 @@ class Executor:
             if held.settle():
                 self._writer.submit(held, outcomes.released(held.claimed))
         self._writer.wait_idle(10.0)
+        # Released handlers stop at their next checkpoint; give them a moment to
+        # record partial effects before the process goes away.
+        self._wait_handlers(STOP_GRACE_SECONDS)
         self._heartbeat.stop()
         self._writer.stop(timeout=0.0)
         if self._listener is not None:

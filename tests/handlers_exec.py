@@ -128,3 +128,12 @@ def context_dump(ctx: Any) -> None:
             }
         ),
     )
+
+
+def slow_first_attempt(ctx: Any) -> None:
+    """The first attempt runs (checking in) until stopped; later attempts record and end."""
+    if ctx.attempt == 1:
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.02)
+    _append(ctx.args["file"], f"{ctx.job_id} {ctx.attempt}")
