@@ -1,0 +1,99 @@
+"""Calendar rules: wall times from a source (cron, RRULE), resolved by the DST policy.
+
+``CalendarRule.next_after`` never trusts the order of wall times to be the order
+of instants: around a fold the second 02:00 (01:00Z in Berlin) comes after the
+first 02:45 (00:45Z). So it reads wall times from a little before the wall time
+of ``after`` (as far back as the zone's offset can drop nearby), resolves each
+one, keeps the smallest instant strictly later than ``after``, and stops once no
+later wall time can resolve to anything smaller. Every result is strictly later
+than ``after`` by construction; fed back its own instant, it always progresses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from scheduler.rules.occurrence import Occurrence
+from scheduler.rules.walltime import Candidate, WallPolicy, merge, resolve_wall
+from shared.timefmt import as_utc
+
+# Give up looking for the next occurrence this far past `after` (in wall time):
+# a rule whose every wall time is excluded or falls in a gap is exhausted.
+SEARCH_HORIZON = timedelta(days=366 * 50)
+_DAY = timedelta(days=1)
+_SAMPLE_STEP = timedelta(hours=1)
+
+
+class WallSource(Protocol):
+    """Naive local wall times named by a rule, ascending."""
+
+    def walls_from(self, start: datetime, horizon: datetime) -> Iterator[datetime]:
+        """Wall times ``w`` with ``start <= w <= horizon``, ascending, each once."""
+        ...
+
+
+@dataclass(frozen=True)
+class CalendarRule:
+    """A rule evaluated in local wall time of ``zone``, resolved by ``policy``."""
+
+    walls: WallSource
+    zone: ZoneInfo
+    policy: WallPolicy
+    exclude_dates: frozenset[date] = frozenset()
+
+    def next_after(self, after: datetime) -> Occurrence | None:
+        after = as_utc(after)
+        wall_after = after.astimezone(self.zone).replace(tzinfo=None, fold=0)
+        # An instant later than `after` can have an earlier wall time only by as
+        # much as the offset drops after `after`.
+        start = wall_after - offset_spread(self.zone, after, after + 2 * _DAY)
+        start = start.replace(microsecond=0)
+        horizon = start + SEARCH_HORIZON
+        best: list[Candidate] = []
+        stop_at: datetime | None = None
+        walls = self.walls.walls_from(start, horizon)
+        while (wall := next(walls, None)) is not None:
+            if stop_at is not None and wall > stop_at:
+                break
+            if wall.date() in self.exclude_dates:
+                next_day = datetime.combine(wall.date() + _DAY, time())
+                walls = self.walls.walls_from(next_day, horizon)
+                continue
+            for cand in resolve_wall(wall, self.zone, self.policy):
+                if cand.instant <= after:
+                    continue
+                if not best or cand.instant < best[0].instant:
+                    best = [cand]
+                elif cand.instant == best[0].instant:
+                    best.append(cand)
+            if best and stop_at is None:
+                # Later wall times resolve to instants at least this spread past
+                # the best one's wall time; until then one could still be smaller,
+                # or equal (gap wall times that collapse onto one transition).
+                near = best[0].instant
+                stop_at = wall + offset_spread(self.zone, near - _DAY, near + _DAY)
+            if stop_at is not None and wall >= stop_at:
+                break
+        return merge(best, self.zone) if best else None
+
+
+def offset_spread(zone: ZoneInfo, start: datetime, end: datetime) -> timedelta:
+    """Largest minus smallest UTC offset of ``zone`` between two instants (hourly samples).
+
+    Offsets change at most a few times a year and every change lasts far longer
+    than an hour, so hourly samples see every offset in the window.
+    """
+    offsets: set[timedelta] = set()
+    t = start.astimezone(UTC)
+    while True:
+        offset = t.astimezone(zone).utcoffset()
+        assert offset is not None
+        offsets.add(offset)
+        if t >= end:
+            break
+        t = min(t + _SAMPLE_STEP, end)
+    return max(offsets) - min(offsets)
