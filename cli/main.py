@@ -18,6 +18,7 @@ COMMANDS = (
     "job",
     "executor", "cancel", "replay",
     "apply", "scheduler", "schedules", "pause", "resume", "trigger", "backfill",
+    "check", "preview",
 )
 
 
