@@ -19,6 +19,7 @@ COMMANDS = (
     "executor", "cancel", "replay",
     "apply", "scheduler", "schedules", "pause", "resume", "trigger", "backfill",
     "check", "preview",
+    "run",
 )
 
 
