@@ -381,13 +381,16 @@ def test_every_problem_is_reported_at_its_line() -> None:
         ),
         (
             "job_type: work\ncron: '0 0 * * *'\noverlap: never\n",
-            "f.yaml:8: schedule 's', overlap: 'never' is not one of allow | forbid | replace"
-            " (expected one of: allow, forbid, replace)",
+            "f.yaml:8: schedule 's', overlap: 'never' is not one of allow | forbid | replace",
         ),
         (
             "job_type: work\ncron: '0 0 * * *'\ndst: {ambiguous: twice}\n",
-            "f.yaml:8: schedule 's', dst.ambiguous: 'twice' is not one of first | last | both"
-            " (expected one of: first, last, both)",
+            "f.yaml:8: schedule 's', dst.ambiguous: 'twice' is not one of first | last | both",
+        ),
+        (
+            "job_type: work\ncron: '0 0 * * *'\nmisfire: 1\n",
+            "f.yaml:8: schedule 's', misfire: expected one of catch_up | skip | coalesce,"
+            " got int 1",
         ),
         (
             "job_type: work\ncron: '0 0 * * *'\ndst: shift\n",

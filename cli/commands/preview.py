@@ -15,7 +15,6 @@ unless ``--with-skipped`` is given, and then includes them with a note starting
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from cli.commands.check import print_problems
 from cli.common import EXIT_BAD_INPUT, EXIT_OK
 from scheduler.rules import Occurrence, compile_rule, effective_dst, is_fixed_time
 from shared.config.errors import ConfigError
+from shared.config.fields import close_match
 from shared.config.loader import load_schedule_file
 from shared.config.model import ScheduleSpec
 from shared.timefmt import parse_instant, utc_key
@@ -74,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
     spec = loaded.schedules.get(args.name)
     if spec is None:
         names = list(loaded.schedules)
-        close = difflib.get_close_matches(args.name, names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = close_match(args.name, names)
         listed = ", ".join(names) or "none"
         print(
             f"rota preview: no schedule {args.name!r} in {args.file}{hint} (schedules: {listed})",

@@ -52,7 +52,7 @@ def effective_dst(spec: ScheduleSpec) -> DstPolicy | None:
 
 def wall_policy(spec: ScheduleSpec, *, fixed_time: bool) -> WallPolicy:
     """The effective policy of a calendar rule, plus whether skipped gap wall times are reported."""
-    dst = spec.dst or default_dst(fixed_time)
+    dst = spec.dst if spec.dst is not None else default_dst(fixed_time)
     return WallPolicy(
         nonexistent=dst.nonexistent,
         ambiguous=dst.ambiguous,

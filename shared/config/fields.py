@@ -46,12 +46,15 @@ def construct(node: Node) -> object:
         raise FieldError(str(exc)) from None
 
 
-def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    """``"; did you mean 'x'?"``, or the list of choices when nothing is close."""
+def close_match(word: str, choices: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` when one of ``choices`` is close to ``word``, else ``""``."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f" (expected one of: {', '.join(choices)})"
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """The close match, or the list of choices when nothing is close."""
+    return close_match(word, choices) or f" (expected one of: {', '.join(choices)})"
 
 
 def unknown_key(report: Report, owner: str, key: str, key_node: Node, known: Sequence[str]) -> None:
@@ -97,9 +100,9 @@ def choice(node: Node, enum: type[E]) -> E:
     value = construct(node)
     names = [member.value for member in enum]
     if not isinstance(value, str) or value not in names:
-        shown = value if isinstance(value, str) else _shown(value)
-        hint = did_you_mean(shown, names) if isinstance(value, str) else ""
-        raise FieldError(f"{shown!r} is not one of {' | '.join(names)}{hint}")
+        if not isinstance(value, str):
+            raise FieldError(f"expected one of {' | '.join(names)}, got {_shown(value)}")
+        raise FieldError(f"{value!r} is not one of {' | '.join(names)}{close_match(value, names)}")
     return enum(value)
 
 
