@@ -27,10 +27,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from scheduler.rules import compile_rule
+from shared.config.errors import ConfigError, Problem
 from shared.config.loader import load_schedule_file
 from shared.config.model import ScheduleFile, ScheduleSpec
 from shared.events import emit
-from shared.queries.job_types import upsert_job_types
+from shared.queries.job_types import load_job_types, upsert_job_types
 from shared.queries.schedules import (
     insert_schedule,
     lock_all_schedules,
@@ -105,6 +106,7 @@ def _apply(
     clock = read_clock(conn, now)
     rows = lock_all_schedules(conn)
     job_type_changes = upsert_job_types(conn, sf.job_types.values())
+    _refuse_unknown_stored_job_types(conn, sf)
     added: list[str] = []
     revived: list[str] = []
     changed: dict[str, tuple[str, ...]] = {}
@@ -147,6 +149,25 @@ def _apply(
     if result.has_changes and not dry_run:
         notify_schedules_changed(conn)
     return result
+
+
+def _refuse_unknown_stored_job_types(conn: Connection, sf: ScheduleFile) -> None:
+    """A file without job_types may only name job types an earlier apply stored."""
+    if not sf.stored_job_type_lines:
+        return
+    stored = load_job_types(conn)
+    problems = [
+        Problem(
+            sf.path,
+            line,
+            f"schedule {name!r}, job_type: unknown job type {sf.schedules[name].job_type!r} "
+            "(not stored by an earlier `rota apply`; declare it under job_types)",
+        )
+        for name, line in sorted(sf.stored_job_type_lines.items(), key=lambda kv: kv[1])
+        if sf.schedules[name].job_type not in stored
+    ]
+    if problems:
+        raise ConfigError(problems)
 
 
 def _next_fire(spec: ScheduleSpec, after: datetime) -> datetime | None:

@@ -3,8 +3,8 @@
 In order: ``ROTA_TEST_PG_URL``; the machine's server at 127.0.0.1:5432 (trust
 auth, database ``test``); a throwaway server from the pip-installed ``pgserver``
 package (``ROTA_TEST_PG=pgserver`` forces this last one, to check that the suite
-works where no PostgreSQL is installed). If none can be had the PostgreSQL tests fail: a skipped PostgreSQL
-test is not a pass.
+works where no PostgreSQL is installed). If none can be had the PostgreSQL
+tests fail: a skipped PostgreSQL test is not a pass.
 """
 
 from __future__ import annotations
@@ -44,6 +44,6 @@ def find_postgres() -> tuple[str, object | None]:
             "pip install -e '.[test]'"
         ) from exc
     datadir = tempfile.mkdtemp(prefix="rota-pgserver-")
-    server = pgserver.get_server(datadir, cleanup_mode="stop")
+    server = pgserver.get_server(datadir, cleanup_mode="stop")  # type: ignore[attr-defined]  # re-exported, no __all__
     uri = str(server.get_uri())
     return uri, server

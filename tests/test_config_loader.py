@@ -544,10 +544,17 @@ def test_file_problem(text: str, expected: str) -> None:
     assert problems(text) == [expected]
 
 
-def test_unknown_job_type_when_none_are_declared() -> None:
-    assert problems("schedules:\n  s: {job_type: w, every: 1m}\n") == [
-        "f.yaml:2: schedule 's', job_type: unknown job type 'w' (declare it under job_types)"
+def test_an_empty_job_types_section_declares_none() -> None:
+    assert problems("job_types: {}\nschedules:\n  s: {job_type: w, every: 1m}\n") == [
+        "f.yaml:3: schedule 's', job_type: unknown job type 'w' (declare it under job_types)"
     ]
+
+
+def test_without_a_job_types_section_stored_job_types_may_be_named() -> None:
+    """`rota apply` checks those against the database (tests/test_scheduler_apply.py)."""
+    sf = load_schedule_text("schedules:\n  s:\n    every: 1m\n    job_type: w\n", "f.yaml")
+    assert sf.schedules["s"].job_type == "w"
+    assert dict(sf.stored_job_type_lines) == {"s": 4}
 
 
 def test_unreadable_files(tmp_path: Path) -> None:

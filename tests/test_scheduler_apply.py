@@ -11,6 +11,7 @@ from sqlalchemy import Engine, func, select
 from cli.main import main
 from scheduler.apply import apply_file
 from scheduler.service import SchedulerService
+from shared.config.errors import ConfigError
 from shared.models import job_types, schedules
 from tests.scheduler_helpers import MIN, T0, jobs_of, schedule_row
 
@@ -88,7 +89,7 @@ def test_dry_run_prints_the_same_diff_and_changes_nothing(engine: Engine, tmp_pa
 def test_a_bad_file_applies_nothing(
     db_url: str, engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bad = write(tmp_path, V1 + "  d:\n    job_type: nope\n    cron: \"61 * * * *\"\n")
+    bad = write(tmp_path, V1 + '  d:\n    job_type: nope\n    cron: "61 * * * *"\n')
     code = main(["apply", str(bad), "--db", db_url])
     err = capsys.readouterr().err
     assert code == 2
@@ -164,3 +165,30 @@ def test_a_change_that_keeps_the_rule_keeps_the_cursor(engine: Engine, tmp_path:
     )
     row = schedule_row(engine, "a")
     assert row["cursor_at"] == T0 + 3 * MIN and row["next_fire_at"] == T0 + 4 * MIN
+
+
+def test_a_file_without_job_types_may_name_stored_ones_only(engine: Engine, tmp_path: Path) -> None:
+    """The job_types section is optional: then the schedules' job types must be stored."""
+    with_types = tmp_path / "types.yaml"
+    with_types.write_text("job_types:\n  report.generate:\n    handler: m:f\nschedules: {}\n")
+    only_schedules = tmp_path / "schedules.yaml"
+    only_schedules.write_text(
+        "schedules:\n"
+        "  nightly:\n"
+        "    job_type: report.generate\n"
+        "    cron: '0 2 * * *'\n"
+        "  other:\n"
+        "    job_type: invoice.generate\n"
+        "    cron: '0 3 * * *'\n"
+    )
+    apply_file(engine, with_types)
+    with pytest.raises(ConfigError) as refused:
+        apply_file(engine, only_schedules)
+    assert [str(p) for p in refused.value.problems] == [
+        f"{only_schedules}:6: schedule 'other', job_type: unknown job type 'invoice.generate' "
+        "(not stored by an earlier `rota apply`; declare it under job_types)"
+    ]
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(schedules)).scalar_one() == 0
+    only_schedules.write_text(only_schedules.read_text().replace("invoice", "report"))
+    assert apply_file(engine, only_schedules).added == ("nightly", "other")

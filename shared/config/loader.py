@@ -17,6 +17,9 @@ Decisions where the contract is silent:
 * A ``dst`` block may give one of its two keys; the other keeps the rule's
   default (see ``scheduler.rules.policy``).
 * A schedule's ``job_type`` must be declared under ``job_types`` in the file.
+  A file without a ``job_types`` section may name job types stored by an
+  earlier ``rota apply``; ``rota apply`` refuses those it does not find
+  (``ScheduleFile.stored_job_type_lines`` says where each is named).
 * Schedule names may not contain ``@`` (the occurrence key is ``name@instant``).
 * Optional fields written as null (``payload_ref:``) are treated as absent.
 
@@ -144,24 +147,40 @@ def load_schedule_text(text: str, filename: str = "<text>") -> ScheduleFile:
     report = Report(filename)
     job_types: dict[str, JobTypeSpec] = {}
     schedules: dict[str, ScheduleSpec] = {}
+    stored_lines: dict[str, int] = {}
     root = compose(text, report)
     if root is not None:
         sections = _sections(root, report)
         defaults = _defaults(sections.get("defaults", []), report)
-        declared = [e.key for e in sections.get("job_types", [])]
+        # Without a job_types section, job types stored earlier may be named (apply checks).
+        declared = (
+            [e.key for e in sections["job_types"]] if "job_types" in sections else None
+        )
         for e in sections.get("job_types", []):
             if (job_type := _job_type(e, report)) is not None:
                 job_types[e.key] = job_type
         for e in sections.get("schedules", []):
             if (schedule := _schedule(e, defaults, declared, report)) is not None:
                 schedules[e.key] = schedule
+                if declared is None:
+                    stored_lines[e.key] = _job_type_line(e)
     if report.problems:
         raise ConfigError(report.problems)
     return ScheduleFile(
         path=filename,
         job_types=MappingProxyType(job_types),
         schedules=MappingProxyType(schedules),
+        stored_job_type_lines=MappingProxyType(stored_lines),
     )
+
+
+def _job_type_line(e: Entry) -> int:
+    """The 1-based line of a schedule's ``job_type`` value (else of its name)."""
+    if isinstance(e.value, MappingNode):
+        for key_node, value_node in e.value.value:
+            if getattr(key_node, "value", None) == "job_type":
+                return int(value_node.start_mark.line) + 1
+    return int(e.key_node.start_mark.line) + 1
 
 
 def _sections(root: Node, report: Report) -> dict[str, list[Entry]]:
@@ -232,7 +251,7 @@ def _check_name(e: Entry, owner: str, report: Report) -> None:
 
 
 def _schedule(
-    e: Entry, defaults: Mapping[str, Given], job_types: list[str], report: Report
+    e: Entry, defaults: Mapping[str, Given], job_types: list[str] | None, report: Report
 ) -> ScheduleSpec | None:
     owner = f"schedule {e.key!r}"
     before = len(report.problems)
@@ -260,7 +279,7 @@ def _schedule(
     job_type = merged.get("job_type")
     if job_type is None and "job_type" not in present:
         report.add(e.key_node, f"{owner}: needs a job_type")
-    elif job_type is not None and job_type.value not in job_types:
+    elif job_type is not None and job_types is not None and job_type.value not in job_types:
         hint = fields.did_you_mean(job_type.value, job_types) if job_types else ""
         report.add(
             job_type.value_node,

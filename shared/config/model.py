@@ -234,3 +234,6 @@ class ScheduleFile:
     path: str
     job_types: Mapping[str, JobTypeSpec]
     schedules: Mapping[str, ScheduleSpec]
+    # Without a job_types section: schedule name -> line of its job_type, which
+    # must already be stored in the database (checked by ``rota apply``).
+    stored_job_type_lines: Mapping[str, int] = field(default_factory=dict)
