@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, update
@@ -38,8 +39,17 @@ def test_enqueue_then_list_and_show(
     with engine.begin() as conn:
         upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f")])
     code, out, _ = rota(
-        capsys, "enqueue", "report", "--db", db_url, "--args", '{"region": "eu"}',
-        "--payload-ref", "s3://b/k", "--dedup-key", "k1",
+        capsys,
+        "enqueue",
+        "report",
+        "--db",
+        db_url,
+        "--args",
+        '{"region": "eu"}',
+        "--payload-ref",
+        "s3://b/k",
+        "--dedup-key",
+        "k1",
     )
     assert code == 0
     job_id = uuid.UUID(out.strip())
@@ -54,9 +64,12 @@ def test_enqueue_then_list_and_show(
 
     with engine.begin() as conn:
         conn.execute(
-            update(jobs).values(state="FAILED", attempt_count=5,
-                                last_error_code="PAYMENT_DECLINED",
-                                last_error_detail="card expired")
+            update(jobs).values(
+                state="FAILED",
+                attempt_count=5,
+                last_error_code="PAYMENT_DECLINED",
+                last_error_detail="card expired",
+            )
         )
     code, out, _ = rota(capsys, "job", str(job_id), "--db", db_url)
     assert code == 0
@@ -77,8 +90,11 @@ def test_enqueue_then_list_and_show(
     ],
 )
 def test_bad_input_exits_2_with_a_message(
-    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str],
-    argv: list[str], message: str,
+    engine: Engine,
+    db_url: str,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
 ) -> None:
     with engine.begin() as conn:
         upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f")])
@@ -86,3 +102,20 @@ def test_bad_input_exits_2_with_a_message(
     assert code == 2
     assert message in err
     assert "Traceback" not in err
+
+
+def test_enqueue_with_config_applies_the_file_first(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "s.yaml"
+    config.write_text(
+        "job_types:\n  adhoc:\n    handler: m:f\n    max_attempts: 2\nschedules: {}\n"
+    )
+    code, out, _ = rota(capsys, "enqueue", "adhoc", "--db", db_url, "--config", str(config))
+    assert code == 0
+    code, out, _ = rota(capsys, "job", out.strip(), "--db", db_url, "--json")
+    assert json.loads(out)["max_attempts"] == 2
+    config.write_text("job_types:\n  adhoc:\n    handler: m:f\n    retries: 2\n")
+    code, _, err = rota(capsys, "enqueue", "adhoc", "--db", db_url, "--config", str(config))
+    assert code == 2
+    assert f"{config}:4: " in err and "nothing was applied" in err

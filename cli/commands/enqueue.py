@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime
 from typing import Any
 
-from cli.common import UserError, add_db_option, open_database
+from sqlalchemy import Connection
+
+from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
+from cli.common import UserError, add_config_option, add_db_option, open_database
 from shared.enqueue import UnknownJobType, enqueue
 from shared.timefmt import parse_instant
 
@@ -23,6 +27,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--concurrency-key", help="at most one running job per key")
     p.add_argument("--max-attempts", type=int, help="default: the job type's")
     add_db_option(p)
+    add_config_option(p)
     p.set_defaults(func=run)
 
 
@@ -46,21 +51,35 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--run-after: {exc}") from None
     if args.max_attempts is not None and args.max_attempts < 1:
         raise UserError("--max-attempts: must be at least 1")
-    with open_database(args) as engine, engine.begin() as conn:
+    with open_database(args) as engine:
         try:
-            result = enqueue(
-                conn,
-                args.job_type,
-                payload_ref=args.payload_ref,
-                args=job_args,
-                dedup_key=args.dedup_key,
-                run_after=run_after,
-                priority=args.priority,
-                tenant=args.tenant,
-                concurrency_key=args.concurrency_key,
-                max_attempts=args.max_attempts,
-            )
-        except UnknownJobType as exc:
-            raise UserError(str(exc)) from None
+            apply_config_if_given(engine, args)
+        except BadScheduleFile as exc:
+            return print_problems(exc)
+        with engine.begin() as conn:
+            return _enqueue(conn, args, job_args, run_after)
+
+
+def _enqueue(
+    conn: Connection,
+    args: argparse.Namespace,
+    job_args: dict[str, Any] | None,
+    run_after: datetime | None,
+) -> int:
+    try:
+        result = enqueue(
+            conn,
+            args.job_type,
+            payload_ref=args.payload_ref,
+            args=job_args,
+            dedup_key=args.dedup_key,
+            run_after=run_after,
+            priority=args.priority,
+            tenant=args.tenant,
+            concurrency_key=args.concurrency_key,
+            max_attempts=args.max_attempts,
+        )
+    except UnknownJobType as exc:
+        raise UserError(str(exc)) from None
     print(result.job_id)
     return 0
