@@ -22,9 +22,8 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from sqlalchemy import Engine
-
 from executor.lease import HeldJob
+from executor.transactions import Transactions
 from shared.queries.jobs_lease import renew_leases_if_held
 from shared.states import JobState
 
@@ -39,13 +38,13 @@ _RETRY_SECONDS = 0.5
 class Heartbeat:
     def __init__(
         self,
-        engine: Engine,
+        tx: Transactions,
         owner: str,
         held: Callable[[], Iterable[HeldJob]],
         on_lost: Callable[[HeldJob, str], None],
         on_timeout: Callable[[HeldJob], None],
     ) -> None:
-        self._engine = engine
+        self._tx = tx
         self._owner = owner
         self._held = held
         self._on_lost = on_lost
@@ -101,7 +100,7 @@ class Heartbeat:
         renewals = [h.renewal() for h in due]
         sent_at = time.monotonic()
         try:
-            with self._engine.begin() as conn:
+            with self._tx.begin() as conn:
                 result = renew_leases_if_held(conn, owner=self._owner, renewals=renewals, now=now)
         except Exception as exc:  # database unreachable: the local deadlines protect us
             self._retry_at = time.monotonic() + _RETRY_SECONDS

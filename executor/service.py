@@ -34,6 +34,7 @@ from executor.jobtypes import JobTypeCache
 from executor.lease import HeldJob, StopReason
 from executor.listener import Listener
 from executor.runner import run_held_job
+from executor.transactions import Transactions
 from executor.writer import OutcomeWriter
 from shared.events import emit
 from shared.queries.jobs_claim import claim_due_jobs
@@ -52,6 +53,9 @@ DEFAULT_SWEEP_INTERVAL = 5.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
 MAX_CLAIM_BATCH = 200
 STOP_GRACE_SECONDS = 2.0
+# A busy executor waits this long for more slots to free before claiming a small
+# batch: fewer, larger claims under load, at most this much added latency.
+CLAIM_LINGER_SECONDS = 0.002
 
 
 class Executor:
@@ -96,9 +100,10 @@ class Executor:
         self._draining = False
         self._started = False
         self.claim_rounds = 0  # claim statements run so far (tests wait on it)
-        self._writer = OutcomeWriter(engine, self.worker_id, self._on_written)
+        self._tx = Transactions(engine)
+        self._writer = OutcomeWriter(self._tx, self.worker_id, self._on_written)
         self._heartbeat = Heartbeat(
-            engine, self.worker_id, self.held_jobs, self._on_lost, self._on_timeout
+            self._tx, self.worker_id, self.held_jobs, self._on_lost, self._on_timeout
         )
         self._listener = (
             Listener(engine, self._wake)
@@ -128,9 +133,12 @@ class Executor:
     def run(self, stop: threading.Event) -> None:
         """Claim and run jobs until ``stop`` is set, then drain and release (graceful)."""
         self.start()
+
         def wake_on_stop() -> None:
             stop.wait()
             self._wake.set()
+            with self._busy_cond:
+                self._busy_cond.notify_all()
 
         threading.Thread(target=wake_on_stop, name="rota-stop", daemon=True).start()
         next_sweep = 0.0
@@ -140,14 +148,36 @@ class Executor:
                     self._guarded(self.sweep_once)
                     next_sweep = time.monotonic() + self.sweep_interval
                 self._wake.clear()
+                asked = self._claim_limit()
                 claimed = self._guarded(self.claim_once) or 0
                 self._guarded(self._types.refresh_if_stale)
-                if claimed and self.free_slots > 0:
+                if asked == 0 or claimed == asked:
+                    # Busy, or more may be due: claim again once enough slots are free.
+                    self._wait_for_slots(stop, min(next_sweep, time.monotonic() + 1.0))
                     continue
+                # The queue is drained for now: sleep until NOTIFY, a poll or a sweep.
                 wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()))
                 self._wake.wait(wait)
         finally:
             self.shutdown()
+
+    def _wait_for_slots(self, stop: threading.Event, until: float) -> None:
+        """Wait until a good batch of slots is free (or a short linger passes with some)."""
+        want = max(1, min(self.max_claim_batch, self.concurrency // 2))
+        linger_end: float | None = None
+        with self._busy_cond:
+            while not stop.is_set() and time.monotonic() < until:
+                free = self.concurrency - self._busy
+                if free >= want:
+                    return
+                if free > 0:
+                    linger_end = linger_end or time.monotonic() + CLAIM_LINGER_SECONDS
+                    left = linger_end - time.monotonic()
+                    if left <= 0:
+                        return
+                    self._busy_cond.wait(left)
+                else:
+                    self._busy_cond.wait(max(0.0, until - time.monotonic()))
 
     def shutdown(self, drain_timeout: float | None = None) -> None:
         """Stop claiming, let handlers finish for ``drain_timeout``, release the rest."""
@@ -180,13 +210,16 @@ class Executor:
     def free_slots(self) -> int:
         return self.concurrency - self._busy
 
+    def _claim_limit(self) -> int:
+        return 0 if self._draining else max(0, min(self.free_slots, self.max_claim_batch))
+
     def claim_once(self, now: datetime | None = None) -> int:
         """Claim as many due jobs as there are free slots and start them."""
-        limit = min(self.free_slots, self.max_claim_batch)
-        if limit <= 0 or self._draining:
+        limit = self._claim_limit()
+        if limit <= 0:
             return 0
         sent_at = time.monotonic()
-        with self.engine.begin() as conn:
+        with self._tx.begin() as conn:
             claimed = claim_due_jobs(
                 conn, owner=self.worker_id, pools=self.pools, limit=limit,
                 tenant_limit=self.tenant_limit, now=now,
@@ -205,7 +238,7 @@ class Executor:
 
     def sweep_once(self, now: datetime | None = None) -> list[Swept]:
         """Take back expired leases (any executor's); safe to run concurrently."""
-        with self.engine.begin() as conn:
+        with self._tx.begin() as conn:
             swept = sweep_expired_leases(conn, now=now)
             if any(s.state is JobState.RETRY_WAIT for s in swept):
                 notify_claimable(conn)
@@ -276,7 +309,6 @@ class Executor:
                 with self._busy_cond:
                     self._busy -= 1
                     self._busy_cond.notify_all()
-                self._wake.set()
 
     def _forget(self, held: HeldJob) -> None:
         with self._held_lock:

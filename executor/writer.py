@@ -16,9 +16,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from sqlalchemy import Engine
-
 from executor.lease import HeldJob
+from executor.transactions import Transactions
 from shared.queries.jobs_notify import notify_claimable
 from shared.queries.jobs_outcome import Finish, finish_if_lease_held
 from shared.states import JobState
@@ -33,8 +32,8 @@ DoneCallback = Callable[[HeldJob, Finish, JobState | None], None]
 
 
 class OutcomeWriter:
-    def __init__(self, engine: Engine, owner: str, on_done: DoneCallback) -> None:
-        self._engine = engine
+    def __init__(self, tx: Transactions, owner: str, on_done: DoneCallback) -> None:
+        self._tx = tx
         self._owner = owner
         self._on_done = on_done
         self._pending: deque[tuple[HeldJob, Finish]] = deque()
@@ -104,7 +103,7 @@ class OutcomeWriter:
 
     def _write(self, batch: list[tuple[HeldJob, Finish]]) -> None:
         finishes = [f for _, f in batch]
-        with self._engine.begin() as conn:
+        with self._tx.begin() as conn:
             done = finish_if_lease_held(conn, owner=self._owner, finishes=finishes)
             if any(d.state is JobState.QUEUED for d in done):
                 notify_claimable(conn)
