@@ -10,8 +10,8 @@ Each tick it looks at every held job:
 * due for renewal (a third of its lease since the last one), or carrying new
   progress -> renewed.
 
-All due renewals go out in ONE statement; a job missing from its result lost
-its lease. The returned state carries CANCEL_REQUESTED to the handler.
+When any lease is due, every held lease is renewed in ONE statement; a job
+missing from its result lost its lease. The returned state carries CANCEL_REQUESTED to the handler.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ class Heartbeat:
     def beat_once(self, *, force: bool = False, now: datetime | None = None) -> int:
         """One tick; ``force`` renews every held lease. Returns how many were renewed."""
         mono = time.monotonic()
-        due: list[HeldJob] = []
+        live: list[HeldJob] = []
+        any_due = force
         for held in list(self._held()):
             if held.stop is not None:
                 continue
@@ -88,15 +89,17 @@ class Heartbeat:
             if not held.settled and held.locally_expired(mono):
                 self._on_lost(held, "not renewed in time")
                 continue
+            live.append(held)
             since = mono - held.renewed_at
-            if (
-                force
-                or since >= held.claimed.lease_seconds * RENEW_SHARE
-                or (held.has_progress and since >= PROGRESS_SECONDS)
+            if since >= held.claimed.lease_seconds * RENEW_SHARE or (
+                held.has_progress and since >= PROGRESS_SECONDS
             ):
-                due.append(held)
-        if not due or (not force and mono < self._retry_at):
+                any_due = True
+        if not any_due or not live or (not force and mono < self._retry_at):
             return 0
+        # One lease is due: renew them all in the same statement, which keeps the
+        # held set on one cadence (one statement per interval, not one per claim).
+        due = live
         renewals = [h.renewal() for h in due]
         sent_at = time.monotonic()
         try:
