@@ -54,6 +54,17 @@ Failure handling:
   finish for the drain timeout, then release the rest (fenced): QUEUED again,
   the attempt refunded, the attempt row RELEASED, ``ctx.checkpoint()`` raises.
 
+Wake-up: an idle executor claims within milliseconds of a new job: on
+PostgreSQL it LISTENs on ``rota_jobs`` (an insert trigger, releases, sweeps and
+replays notify); on SQLite it watches ``PRAGMA data_version`` for commits of
+other connections. Polling (``poll_interval``) is the fallback, and what finds
+jobs whose ``run_after`` has just passed.
+
+Limits: ``concurrency`` slots (threads) per executor process; pools served
+are chosen per executor; ``tenant_limit`` (``rota executor --tenant-limit N``)
+is an executor option, counted over all running jobs of the tenant in the
+database, so every executor should be given the same value.
+
 Execution is at least once with fenced bookkeeping: a stale worker cannot
 change a job's recorded state, but it may have done the work; side effects
 are made safe by idempotent handlers (``ctx.idempotency_key(op)``) and

@@ -34,6 +34,7 @@ from executor.jobtypes import JobTypeCache
 from executor.lease import HeldJob, StopReason
 from executor.listener import Listener
 from executor.runner import run_held_job
+from executor.sqlite_watch import SqliteWatcher
 from executor.transactions import Transactions
 from executor.writer import OutcomeWriter
 from shared.events import emit
@@ -105,11 +106,11 @@ class Executor:
         self._heartbeat = Heartbeat(
             self._tx, self.worker_id, self.held_jobs, self._on_lost, self._on_timeout
         )
-        self._listener = (
-            Listener(engine, self._wake)
-            if listen and engine.dialect.name == "postgresql"
-            else None
-        )
+        self._listener: Listener | SqliteWatcher | None = None
+        if listen and engine.dialect.name == "postgresql":
+            self._listener = Listener(engine, self._wake)
+        elif listen and engine.dialect.name == "sqlite":
+            self._listener = SqliteWatcher(engine, self._wake)
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -399,11 +399,8 @@ def test_shutdown_lets_running_jobs_finish_within_the_drain_timeout(
     assert job_row(engine, job_id)["state"] == "SUCCEEDED"
 
 
-def test_listen_wakes_an_idle_executor(
-    engine: Engine, backend: str, start_executor: StartExecutor
-) -> None:
-    if backend != "postgresql":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite executors poll")
+def test_new_job_wakes_an_idle_executor(engine: Engine, start_executor: StartExecutor) -> None:
+    """LISTEN/NOTIFY on PostgreSQL, PRAGMA data_version on SQLite: not the 30 s poll."""
     spec = job_type("t")
     store_types(engine, spec)
     ex = start_executor(poll_interval=30, sweep_interval=30)

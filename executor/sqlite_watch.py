@@ -1,0 +1,59 @@
+"""Fast wake-up on SQLite: notice commits of other connections.
+
+SQLite has no NOTIFY. ``PRAGMA data_version`` changes whenever another
+connection commits to the database file, and reading it takes no lock, so a
+dedicated connection checks it every few milliseconds and sets the executor's
+wake event on a change (a new job, a release, a sweep, a replay). The claim
+that follows finds out whether anything became due; polling still covers jobs
+whose ``run_after`` lies in the future.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+
+from sqlalchemy import Engine
+
+log = logging.getLogger("rota.executor")
+
+CHECK_SECONDS = 0.005
+
+
+class SqliteWatcher:
+    def __init__(self, engine: Engine, wake: threading.Event) -> None:
+        database = engine.url.database
+        assert database, "an SQLite URL names a file"
+        self._path = database
+        self._wake = wake
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="rota-sqlite-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def _loop(self) -> None:
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            log.warning("cannot watch %s for commits, polling only: %s", self._path, exc)
+            return
+        try:
+            last = None
+            while not self._stop.wait(CHECK_SECONDS):
+                try:
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:
+                    continue  # busy for a moment: look again at the next check
+                if last is not None and version != last:
+                    self._wake.set()
+                last = version
+        finally:
+            conn.close()
