@@ -19,7 +19,7 @@ from collections.abc import Callable
 from executor.lease import HeldJob
 from executor.transactions import Transactions
 from shared.queries.jobs_notify import notify_claimable
-from shared.queries.jobs_outcome import Finish, finish_if_lease_held
+from shared.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
 from shared.states import JobState
 
 log = logging.getLogger("rota.executor")
@@ -104,9 +104,8 @@ class OutcomeWriter:
     def _write(self, batch: list[tuple[HeldJob, Finish]]) -> None:
         finishes = [f for _, f in batch]
         with self._tx.begin() as conn:
-            done = finish_if_lease_held(conn, owner=self._owner, finishes=finishes)
-            if any(d.state is JobState.QUEUED for d in done):
+            results = finish_if_lease_held(conn, owner=self._owner, finishes=finishes)
+            if any(isinstance(r, Finished) and r.state is JobState.QUEUED for r in results):
                 notify_claimable(conn)
-        written = {d.job_id: d.state for d in done}
-        for held, finish in batch:
-            self._on_done(held, finish, written.get(finish.job_id))
+        for (held, finish), result in zip(batch, results, strict=True):
+            self._on_done(held, finish, result.state if isinstance(result, Finished) else None)

@@ -16,7 +16,13 @@ from shared.models import jobs
 from shared.queries.jobs_claim import ClaimedJob, claim_due_jobs
 from shared.queries.jobs_control import replay_failed, request_cancel
 from shared.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
-from shared.queries.jobs_outcome import Finish, finish_if_lease_held
+from shared.queries.jobs_outcome import (
+    Finish,
+    Finished,
+    LeaseLost,
+    complete_if_lease_held,
+    finish_if_lease_held,
+)
 from shared.states import AttemptOutcome, JobState
 from tests.executor_support import add_jobs, attempt_rows, job_row, job_type, store_types
 
@@ -38,7 +44,8 @@ def claim(engine: Engine, n: int = 1, owner: str = OWNER, **kw: object) -> list[
 
 def finish(engine: Engine, *fs: Finish, owner: str = OWNER) -> set[uuid.UUID]:
     with engine.begin() as conn:
-        return {f.job_id for f in finish_if_lease_held(conn, owner=owner, finishes=fs)}
+        results = finish_if_lease_held(conn, owner=owner, finishes=fs)
+    return {r.job_id for r in results if isinstance(r, Finished)}
 
 
 def success(c: ClaimedJob, gen: int | None = None) -> Finish:
@@ -347,3 +354,19 @@ def test_attempts_never_exceed_max(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(update(jobs).values(state="RETRY_WAIT"))  # even if someone forces it
     assert claim(engine) == []
+
+
+def test_lost_lease_is_a_typed_outcome(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+    (job_id,) = add_jobs(engine, spec)
+    (old,) = claim(engine)
+    expire_all(engine)
+    (new,) = claim(engine)
+    with engine.begin() as conn:
+        stale = complete_if_lease_held(
+            conn, owner=OWNER, job_id=job_id, generation=old.lease_generation
+        )
+        current = complete_if_lease_held(
+            conn, owner=OWNER, job_id=job_id, generation=new.lease_generation
+        )
+    assert stale == LeaseLost(job_id, old.lease_generation)
+    assert current == Finished(job_id, JobState.SUCCEEDED)

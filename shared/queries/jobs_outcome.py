@@ -7,7 +7,7 @@ CANCEL_REQUESTED, owned by this worker, at the generation the worker claimed.
 The attempt's ``job_attempts`` row is closed in the same statement on
 PostgreSQL (a data-modifying CTE) and the same transaction on SQLite. The ids
 that are *not* returned lost their lease: the caller reports nothing more
-for them.
+for them: ``finish_if_lease_held`` returns a ``LeaseLost`` for each of them.
 
 Rules applied per row, in SQL, against the row as it is now:
 
@@ -67,8 +67,21 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
+    """The outcome was written; ``state`` is where the job went."""
+
     job_id: uuid.UUID
     state: JobState
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLost:
+    """The fence matched no row: this worker no longer holds the job at that generation."""
+
+    job_id: uuid.UUID
+    generation: int
+
+
+Written = Finished | LeaseLost
 
 
 def _new_state(j: str) -> str:
@@ -166,10 +179,44 @@ _SQLITE_CLOSE_ATTEMPTS = text(f"""
 
 def finish_if_lease_held(
     conn: Connection, *, owner: str, finishes: Sequence[Finish], now: datetime | None = None
-) -> list[Finished]:
-    """Write each outcome whose lease ``owner`` still holds; return those written."""
+) -> list[Written]:
+    """Write each outcome whose lease ``owner`` still holds; one result per finish, in order."""
+    rows = _finish(conn, owner, finishes, now)
+    return [rows.get(f.job_id) or LeaseLost(f.job_id, f.generation) for f in finishes]
+
+
+def complete_if_lease_held(
+    conn: Connection, *, owner: str, job_id: uuid.UUID, generation: int,
+    now: datetime | None = None,
+) -> Written:
+    finish = Finish(job_id, generation, JobState.SUCCEEDED, AttemptOutcome.SUCCEEDED,
+                    needs_reconcile=False)
+    return finish_if_lease_held(conn, owner=owner, finishes=[finish], now=now)[0]
+
+
+def acknowledge_cancel_if_lease_held(
+    conn: Connection, *, owner: str, job_id: uuid.UUID, generation: int,
+    now: datetime | None = None,
+) -> Written:
+    finish = Finish(job_id, generation, JobState.CANCELLED, AttemptOutcome.CANCELLED)
+    return finish_if_lease_held(conn, owner=owner, finishes=[finish], now=now)[0]
+
+
+def release_if_lease_held(
+    conn: Connection, *, owner: str, job_id: uuid.UUID, generation: int,
+    now: datetime | None = None,
+) -> Written:
+    """Back to QUEUED, due now, the attempt refunded (graceful shutdown)."""
+    finish = Finish(job_id, generation, JobState.QUEUED, AttemptOutcome.RELEASED,
+                    delay_seconds=0.0, refund=True)
+    return finish_if_lease_held(conn, owner=owner, finishes=[finish], now=now)[0]
+
+
+def _finish(
+    conn: Connection, owner: str, finishes: Sequence[Finish], now: datetime | None
+) -> dict[uuid.UUID, Finished]:
     if not finishes:
-        return []
+        return {}
     if is_pg(conn):
         rows = conn.execute(
             _pg_finish(),
@@ -187,7 +234,7 @@ def finish_if_lease_held(
                 "reconciles": [f.needs_reconcile for f in finishes],
             },
         ).all()
-        return [Finished(read_id(r[0]), JobState(r[1])) for r in rows]
+        return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
     batch = [
         {
             "id": f.job_id.hex,
@@ -204,7 +251,7 @@ def finish_if_lease_held(
     params: dict[str, Any] = {"owner": owner, "now": bind_now(conn, now)}
     rows = conn.execute(_sqlite_finish(), {**params, "batch": sqlite_batch(batch)}).all()
     if not rows:
-        return []
+        return {}
     by_id = {f.job_id.hex: f for f in finishes}
     closed = []
     for r in rows:
@@ -220,4 +267,4 @@ def finish_if_lease_held(
             }
         )
     conn.execute(_SQLITE_CLOSE_ATTEMPTS, {"now": params["now"], "batch": sqlite_batch(closed)})
-    return [Finished(read_id(r[0]), JobState(r[2])) for r in rows]
+    return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[2])) for r in rows}
