@@ -47,10 +47,6 @@ class HeldJob:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def job_id(self) -> object:
-        return self.claimed.job_id
-
-    @property
     def local_deadline(self) -> float:
         return self.renewed_at + self.claimed.lease_seconds * LOCAL_LEASE_SHARE
 

@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 
 from shared.sqltime import UTCDateTime, db_now
-from shared.states import ALL_STATES, CLAIMABLE
+from shared.states import ALL_STATES, CLAIMABLE, LEASED
 
 metadata = MetaData(
     naming_convention={
@@ -41,6 +41,7 @@ metadata = MetaData(
 
 _states_sql = ", ".join(f"'{s}'" for s in ALL_STATES)
 _claimable_sql = ", ".join(f"'{s}'" for s in CLAIMABLE)
+_leased_sql = ", ".join(f"'{s}'" for s in LEASED)
 
 jobs = Table(
     "jobs",
@@ -115,6 +116,20 @@ jobs = Table(
     ),
     Index("ix_jobs_schedule", "schedule_name", "scheduled_for"),
     Index("ix_jobs_state", "state"),
+    # At most one leased job per concurrency key; the claim checks it too (0002).
+    Index(
+        "ux_jobs_leased_concurrency_key",
+        "concurrency_key",
+        unique=True,
+        postgresql_where=text(f"state IN ({_leased_sql}) AND concurrency_key IS NOT NULL"),
+        sqlite_where=text(f"state IN ({_leased_sql}) AND concurrency_key IS NOT NULL"),
+    ),
+    Index(
+        "ix_jobs_leased_tenant",
+        "tenant",
+        postgresql_where=text(f"state IN ({_leased_sql}) AND tenant IS NOT NULL"),
+        sqlite_where=text(f"state IN ({_leased_sql}) AND tenant IS NOT NULL"),
+    ),
 )
 
 job_attempts = Table(

@@ -12,8 +12,11 @@ import random
 import threading
 import time
 
-from sqlalchemy import Engine, text
+import pytest
+from sqlalchemy import Engine, text, update
+from sqlalchemy.exc import IntegrityError
 
+from shared.models import jobs
 from shared.queries.jobs_claim import ClaimedJob, claim_due_jobs
 from shared.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
 from shared.states import AttemptOutcome, JobState
@@ -123,3 +126,18 @@ def test_tenant_cap_and_key_within_one_batch(engine: Engine) -> None:
     with engine.begin() as conn:
         more = claim_due_jobs(conn, owner="o:1:x", pools=["default"], limit=50)
     assert len(more) == 3 and all(c.tenant == "acme" for c in more)
+
+
+def test_database_refuses_a_second_leased_job_per_key(engine: Engine) -> None:
+    spec = job_type("t")
+    store_types(engine, spec)
+    add_jobs(engine, spec, 2, concurrency_key="k")
+    with engine.begin() as conn:
+        (c,) = claim_due_jobs(conn, owner="o:1:x", pools=["default"], limit=5)
+    assert c.concurrency_key == "k"
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.state == "QUEUED")
+            .values(state="RUNNING", lease_owner="rogue", lease_expires_at=jobs.c.run_after)
+        )
