@@ -186,7 +186,7 @@ class Executor:
             return
         self._draining = True
         timeout = self.drain_timeout if drain_timeout is None else drain_timeout
-        self._wait_handlers(timeout)
+        self._wait_drained(timeout)
         for held in self.held_jobs():
             if held.settled:
                 continue
@@ -272,6 +272,17 @@ class Executor:
             return list(self._held.values())
 
     # -- internals -------------------------------------------------------------
+
+    def _wait_drained(self, timeout: float) -> bool:
+        """Wait until every held job has an outcome (a timed-out thread may still run)."""
+        deadline = time.monotonic() + timeout
+        with self._busy_cond:
+            while any(not h.settled for h in self.held_jobs()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._busy_cond.wait(min(left, 0.05))
+        return True
 
     def _wait_handlers(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
