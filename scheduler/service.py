@@ -99,6 +99,9 @@ class SchedulerService:
                 except (DBAPIError, CursorMoved) as exc:
                     emit(log, "tick_failed", logging.WARNING, error=_short(exc))
                     sleep_s = ERROR_PAUSE_SECONDS
+                except Exception as exc:  # a bug must not stop the replica; log it whole
+                    log.exception("event=tick_failed error=%s", _short(exc))
+                    sleep_s = ERROR_PAUSE_SECONDS
                 if sleep_s > 0:
                     wakeup.wait(sleep_s, stop)
         finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,12 +26,13 @@ from shared.config.model import JobTypeSpec, OverlapPolicy, ScheduleSpec
 from shared.events import emit
 from shared.queries.job_types import load_job_types
 from shared.queries.jobs_control import request_cancel
-from shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from shared.queries.jobs_insert import NewJob
 from shared.queries.schedule_skips import SkipRecord, record_skips
 from shared.queries.schedules import (
     CursorAdvance,
     DueSchedule,
     advance_cursors_if_unchanged,
+    insert_occurrences_or_skip,
     lock_due_schedules,
     unfinished_jobs_of_schedules,
 )
@@ -42,6 +43,7 @@ log = logging.getLogger("rota.scheduler")
 DEFAULT_BATCH_SCHEDULES = 500
 DEFAULT_BATCH_JOBS = 500
 _TINY = timedelta(microseconds=1)
+RETRY_BROKEN = timedelta(minutes=1)  # a schedule whose evaluation failed is looked at again
 
 
 @dataclass
@@ -110,9 +112,15 @@ def materialize_batch(
         if budget <= 0:
             result.more_due = True
             break
-        spec, rule = compiled.get(row.definition_hash, row.definition)
-        first = compiled.first_due(row.definition_hash, rule, _cursor_of(row), row.next_fire_at)
-        plan = plan_due(rule, spec, first, clock, budget, skip_reason=skip_reason)
+        try:
+            spec, rule = compiled.get(row.definition_hash, row.definition)
+            first = compiled.first_due(
+                row.definition_hash, rule, _cursor_of(row), row.next_fire_at
+            )
+            plan = plan_due(rule, spec, first, clock, budget, skip_reason=skip_reason)
+        except Exception as exc:  # a stored definition this rota cannot evaluate
+            _postpone(work, row, clock, exc)
+            continue
         compiled.remember_next(row.definition_hash, plan.next)
         budget -= len(plan.jobs)
         if plan.next is not None and plan.next.instant <= clock:
@@ -127,7 +135,7 @@ def materialize_batch(
     for row, spec, plan in planned:
         _plan_rows(work, row, spec, plan, unfinished.get(row.name, []), job_types)
 
-    inserted = insert_jobs_or_skip(conn, [j for j, _ in work.jobs])
+    inserted = insert_occurrences_or_skip(conn, [j for j, _ in work.jobs])
     last_job: dict[str, uuid.UUID] = {}
     for job, pj in work.jobs:
         assert job.schedule_name is not None and job.dedup_key is not None
@@ -167,7 +175,7 @@ def materialize_batch(
     result.cancel_requested = sum(request_cancel(conn, j, now=now).changed for j in work.cancel)
     record_skips(conn, work.skips)
     advances = [
-        CursorAdvance(**{**a.__dict__, "last_job_id": last_job.get(a.name)})
+        replace(a, last_job_id=last_job[a.name]) if a.name in last_job else a
         for a in work.advances
     ]
     advance_cursors_if_unchanged(conn, advances)
@@ -236,6 +244,25 @@ def _plan_rows(
             last_fire_at=newest_made,
             skipped_add=sum(s.count for s in skips),
             coalesced_add=sum(pj.occurrences - 1 for pj in decision.make),
+        )
+    )
+
+
+def _postpone(work: _Work, row: DueSchedule, clock: datetime, exc: Exception) -> None:
+    """Keep the cursor, look again after ``RETRY_BROKEN``: one bad row never stalls the rest."""
+    work.event(
+        "schedule_failed",
+        logging.ERROR,
+        schedule=row.name,
+        error=f"{type(exc).__name__}: {exc}",
+        retry_in=f"{RETRY_BROKEN.total_seconds():.0f}s",
+    )
+    work.advances.append(
+        CursorAdvance(
+            name=row.name,
+            expected_next_fire_at=row.next_fire_at,
+            cursor_at=_cursor_of(row),
+            next_fire_at=clock + RETRY_BROKEN,
         )
     )
 

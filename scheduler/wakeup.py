@@ -63,19 +63,15 @@ class Wakeup:
                 stop.wait(slice_s)
                 continue
             try:
-                for _ in conn.notifies(timeout=slice_s, stop_after=1):
-                    self._drain(conn)
+                if list(conn.notifies(timeout=slice_s, stop_after=1)):
+                    # Several changes committed together need only one tick.
+                    list(conn.notifies(timeout=0.001, stop_after=100))
                     return True
             except psycopg.Error as exc:
                 emit(log, "listen_lost", logging.WARNING, error=str(exc).strip().splitlines()[0])
                 self.close()
                 conn = None
         return False
-
-    def _drain(self, conn: psycopg.Connection[Any]) -> None:
-        # Several changes committed together need only one tick.
-        for _ in conn.notifies(timeout=0, stop_after=100):
-            pass
 
     def close(self) -> None:
         if self._conn is not None:

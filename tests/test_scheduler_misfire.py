@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from scheduler.jitter import jitter_offset
-from scheduler.misfire import PlannedJob, plan_due, scan
+from scheduler.misfire import PlannedJob, plan_due, repeat_period, scan
 from scheduler.overlap import decide_overlap
 from shared.config.model import MisfirePolicy, OverlapPolicy, ScheduleSpec
 
@@ -176,3 +176,29 @@ def test_overlap_decisions() -> None:
     replace = decide_overlap(OverlapPolicy.REPLACE, [a, b, c], [prev])
     assert replace.make == (c,) and replace.cancel == (prev,)
     assert replace.skips[0].first == a.instant and replace.skips[0].last == b.instant
+
+
+def test_periodic_counting_of_cron_rules_matches_walking_them() -> None:
+    from scheduler.rules import compile_rule
+
+    cases = [
+        ("* * * * *", timedelta(days=3, seconds=17)),
+        ("*/7 * * * *", timedelta(days=5, minutes=3)),
+        ("30 9 * * 1-5", timedelta(days=40)),
+        ("* * * * * *", timedelta(hours=4, seconds=1)),
+        ("*/13 5 * * * *", timedelta(days=2, minutes=6)),
+    ]
+    for cron, length in cases:
+        s = ScheduleSpec(name="x", job_type="t", cron=cron)
+        rule = compile_rule(s)
+        start = rule.next_after(T0 - timedelta(microseconds=1))
+        walked = scan(rule, start, T0 + length)
+        counted = scan(rule, start, T0 + length, period=repeat_period(s))
+        assert (counted.count, counted.last, counted.penultimate, counted.next) == (
+            walked.count,
+            walked.last,
+            walked.penultimate,
+            walked.next,
+        ), cron
+    berlin = ScheduleSpec(name="x", job_type="t", cron="* * * * *", timezone="Europe/Berlin")
+    assert repeat_period(berlin) is None  # DST: no exact period

@@ -216,3 +216,48 @@ def test_replicas_at_the_same_instant_make_each_occurrence_once(engine: Engine) 
     created = a.run_once(now).created + b.run_once(now).created
     assert created == 60
     assert a.run_once(now).created + b.run_once(now).created == 0
+
+
+def test_a_wall_time_dropped_by_the_dst_policy_is_recorded_never_made(engine: Engine) -> None:
+    from datetime import UTC, datetime
+
+    from shared.config.model import Ambiguous, DstPolicy, Nonexistent
+
+    berlin = spec(
+        every=None,
+        cron="30 2 * * *",
+        timezone="Europe/Berlin",
+        misfire=MisfirePolicy.CATCH_UP,
+        catch_up_window=timedelta(days=7),
+        dst=DstPolicy(Nonexistent.SKIP, Ambiguous.FIRST),
+    )
+    apply_specs(engine, berlin, now=datetime(2026, 3, 27, 12, tzinfo=UTC))
+    SchedulerService(engine).run_once(datetime(2026, 3, 30, 12, tzinfo=UTC))
+    assert [j["scheduled_for"] for j in jobs_of(engine)] == [
+        datetime(2026, 3, 28, 1, 30, tzinfo=UTC),  # 02:30 CET
+        datetime(2026, 3, 30, 0, 30, tzinfo=UTC),  # 02:30 CEST
+    ]
+    (skip,) = skips_of(engine)
+    assert (skip["reason"], skip["count"]) == ("dst", 1)
+    assert skip["first_instant"].date() == datetime(2026, 3, 29, tzinfo=UTC).date()
+    assert schedule_row(engine)["skipped_count"] == 1
+
+
+def test_a_definition_that_cannot_be_evaluated_is_postponed_not_fatal(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    from shared.models import schedules
+
+    apply_specs(engine, spec("bad", misfire=MisfirePolicy.CATCH_UP), spec("good"))
+    with engine.begin() as conn:
+        conn.execute(
+            update(schedules)
+            .where(schedules.c.name == "bad")
+            .values(definition={"name": "bad", "job_type": "work", "cron": "nonsense"})
+        )
+    with caplog.at_level(logging.ERROR, logger="rota.scheduler"):
+        result = SchedulerService(engine).run_once(T0 + MIN)
+    assert result.created == 1 and len(jobs_of(engine, "good")) == 1
+    assert any(getattr(r, "event", None) == "schedule_failed" for r in caplog.records)
+    row = schedule_row(engine, "bad")
+    assert row["cursor_at"] == T0 and row["next_fire_at"] == T0 + 2 * MIN

@@ -9,6 +9,7 @@ occurrences' jobs, so an occurrence and the cursor that covers it commit togethe
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,19 +20,18 @@ from sqlalchemy import (
     BigInteger,
     Connection,
     RowMapping,
-    String,
     Uuid,
     bindparam,
-    cast,
     func,
     select,
+    text,
     update,
-    values,
 )
-from sqlalchemy.sql import column
+from sqlalchemy.dialects import sqlite
 
 from shared.config.model import ScheduleSpec
 from shared.models import jobs, schedules
+from shared.queries.jobs_insert import NewJob
 from shared.sqltime import UTCDateTime, db_now, now_or_db
 from shared.states import UNFINISHED
 
@@ -146,37 +146,41 @@ def _advance_params(a: CursorAdvance) -> dict[str, Any]:
     }
 
 
+_PG_ADVANCE = text(
+    """
+    UPDATE schedules AS s
+    SET cursor_at = v.cursor_at,
+        next_fire_at = v.next_fire_at,
+        last_fire_at = coalesce(v.last_fire_at, s.last_fire_at),
+        last_job_id = coalesce(v.last_job_id, s.last_job_id),
+        skipped_count = s.skipped_count + v.skipped_add,
+        coalesced_count = s.coalesced_count + v.coalesced_add,
+        updated_at = now()
+    FROM unnest(
+        CAST(:names AS text[]), CAST(:expected AS timestamptz[]),
+        CAST(:cursors AS timestamptz[]), CAST(:nexts AS timestamptz[]),
+        CAST(:last_fires AS timestamptz[]), CAST(:last_jobs AS uuid[]),
+        CAST(:skipped AS bigint[]), CAST(:coalesced AS bigint[])
+    ) AS v(name, expected, cursor_at, next_fire_at, last_fire_at, last_job_id,
+           skipped_add, coalesced_add)
+    WHERE s.name = v.name AND s.next_fire_at = v.expected
+    """
+)
+
+
 def _advance_pg(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
-    v = values(
-        column("v_name", String),
-        column("v_expected", UTCDateTime()),
-        column("v_cursor", UTCDateTime()),
-        column("v_next", UTCDateTime()),
-        column("v_last_fire", UTCDateTime()),
-        column("v_last_job", Uuid()),
-        column("v_skipped", BigInteger),
-        column("v_coalesced", BigInteger),
-        name="v",
-    ).data([tuple(_advance_params(a).values()) for a in advances])
-    stmt = (
-        update(schedules)
-        .where(
-            schedules.c.name == v.c.v_name,
-            schedules.c.next_fire_at == cast(v.c.v_expected, UTCDateTime()),
-        )
-        .values(
-            cursor_at=cast(v.c.v_cursor, UTCDateTime()),
-            next_fire_at=cast(v.c.v_next, UTCDateTime()),
-            last_fire_at=func.coalesce(
-                cast(v.c.v_last_fire, UTCDateTime()), schedules.c.last_fire_at
-            ),
-            last_job_id=func.coalesce(cast(v.c.v_last_job, Uuid()), schedules.c.last_job_id),
-            skipped_count=schedules.c.skipped_count + cast(v.c.v_skipped, BigInteger),
-            coalesced_count=schedules.c.coalesced_count + cast(v.c.v_coalesced, BigInteger),
-            updated_at=db_now(),
-        )
-    )
-    return int(conn.execute(stmt).rowcount)
+    # One statement, compiled once, whatever the batch size: arrays, not VALUES rows.
+    params = {
+        "names": [a.name for a in advances],
+        "expected": [a.expected_next_fire_at for a in advances],
+        "cursors": [a.cursor_at for a in advances],
+        "nexts": [a.next_fire_at for a in advances],
+        "last_fires": [a.last_fire_at for a in advances],
+        "last_jobs": [str(a.last_job_id) if a.last_job_id else None for a in advances],
+        "skipped": [a.skipped_add for a in advances],
+        "coalesced": [a.coalesced_add for a in advances],
+    }
+    return int(conn.execute(_PG_ADVANCE, params).rowcount)
 
 
 def _advance_executemany(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
@@ -339,6 +343,106 @@ def record_manual_fire(conn: Connection, name: str, job_id: uuid.UUID, at: datet
         .where(schedules.c.name == name)
         .values(last_fire_at=at, last_job_id=job_id, updated_at=db_now())
     )
+
+
+# -- the jobs of a schedule ----------------------------------------------------
+
+_OCCURRENCE_COLUMNS = (
+    ("job_id", "uuid"),
+    ("job_type", "text"),
+    ("pool", "text"),
+    ("priority", "integer"),
+    ("tenant", "text"),
+    ("concurrency_key", "text"),
+    ("max_attempts", "integer"),
+    ("lease_seconds", "double precision"),
+    ("idempotent", "boolean"),
+    ("payload_ref", "text"),
+    ("args", "text"),
+    ("dedup_key", "text"),
+    ("schedule_name", "text"),
+    ("scheduled_for", "timestamptz"),
+    ("covers_from", "timestamptz"),
+    ("covers_count", "integer"),
+    ("run_after", "timestamptz"),
+)
+_PG_OCCURRENCE_INSERT = text(
+    f"""
+    INSERT INTO jobs ({", ".join(c for c, _ in _OCCURRENCE_COLUMNS)},
+                      state, attempt_count, created_at, updated_at)
+    SELECT {", ".join(f"CAST(v.{c} AS json)" if c == "args" else f"v.{c}"
+                      for c, _ in _OCCURRENCE_COLUMNS)},
+           'QUEUED', 0, now(), now()
+    FROM unnest({", ".join(f"CAST(:{c} AS {t}[])" for c, t in _OCCURRENCE_COLUMNS)})
+      AS v({", ".join(c for c, _ in _OCCURRENCE_COLUMNS)})
+    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING job_id
+    """
+)
+
+
+def _occurrence_row(j: NewJob) -> dict[str, Any]:
+    assert j.run_after is not None and j.dedup_key is not None
+    return {
+        "job_id": j.job_id,
+        "job_type": j.job_type,
+        "pool": j.pool,
+        "priority": j.priority,
+        "tenant": j.tenant,
+        "concurrency_key": j.concurrency_key,
+        "max_attempts": j.max_attempts,
+        "lease_seconds": j.lease_seconds,
+        "idempotent": j.idempotent,
+        "payload_ref": j.payload_ref,
+        "args": dict(j.args) if j.args is not None else None,
+        "dedup_key": j.dedup_key,
+        "schedule_name": j.schedule_name,
+        "scheduled_for": j.scheduled_for,
+        "covers_from": j.covers_from,
+        "covers_count": j.covers_count,
+        "run_after": j.run_after,
+    }
+
+
+def insert_occurrences_or_skip(conn: Connection, new_jobs: Sequence[NewJob]) -> set[uuid.UUID]:
+    """Insert the occurrences' jobs whose ``(job_type, dedup_key)`` is new; return their ids.
+
+    Same semantics as ``jobs_insert.insert_jobs_or_skip``, for the scheduler's hot
+    path: a statement compiled once whatever the batch size. On PostgreSQL the
+    rows travel as one array per column (``unnest``); on SQLite SQLAlchemy's
+    "insertmanyvalues" pages the rows into multi-row INSERTs. Every job must
+    carry ``run_after`` and a ``dedup_key``.
+    """
+    if not new_jobs:
+        return set()
+    rows = [_occurrence_row(j) for j in new_jobs]
+    if conn.dialect.name == "postgresql":
+        params: dict[str, list[Any]] = {c: [] for c, _ in _OCCURRENCE_COLUMNS}
+        for row in rows:
+            for c, _ in _OCCURRENCE_COLUMNS:
+                params[c].append(row[c])
+        params["args"] = [None if a is None else json.dumps(a) for a in params["args"]]
+        return set(conn.execute(_PG_OCCURRENCE_INSERT, params).scalars())
+    extra = {"state": "QUEUED", "attempt_count": 0}
+    result = conn.execute(_sqlite_occurrence_insert(), [{**r, **extra} for r in rows])
+    return set(result.scalars())
+
+
+_SQLITE_OCCURRENCE_INSERT: list[Any] = []
+
+
+def _sqlite_occurrence_insert() -> Any:
+    if not _SQLITE_OCCURRENCE_INSERT:
+        _SQLITE_OCCURRENCE_INSERT.append(
+            sqlite.insert(jobs)
+            .values(created_at=db_now(), updated_at=db_now())
+            .on_conflict_do_nothing(
+                index_elements=[jobs.c.job_type, jobs.c.dedup_key],
+                index_where=jobs.c.dedup_key.is_not(None),
+            )
+            .returning(jobs.c.job_id)
+        )
+    return _SQLITE_OCCURRENCE_INSERT[0]
 
 
 # -- the jobs of a schedule (overlap) -------------------------------------------
