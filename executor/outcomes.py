@@ -40,8 +40,12 @@ def cancelled(c: ClaimedJob) -> Finish:
 
 def released(c: ClaimedJob) -> Finish:
     return Finish(
-        c.job_id, c.lease_generation, JobState.QUEUED, AttemptOutcome.RELEASED,
-        delay_seconds=0.0, refund=True,
+        c.job_id,
+        c.lease_generation,
+        JobState.QUEUED,
+        AttemptOutcome.RELEASED,
+        delay_seconds=0.0,
+        refund=True,
     )
 
 
@@ -66,11 +70,24 @@ def failed(
     # A fresh run decided the outcome, so an earlier ambiguity is settled.
     keep = None if reconciling else False
     if isinstance(exc, PermanentError) or c.attempt >= c.max_attempts:
-        return Finish(c.job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
-                      code, detail, needs_reconcile=keep)
+        return Finish(
+            c.job_id,
+            c.lease_generation,
+            JobState.FAILED,
+            AttemptOutcome.FAILED,
+            code,
+            detail,
+            needs_reconcile=keep,
+        )
     return Finish(
-        c.job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY, code, detail,
-        delay_seconds=_delay(spec, c.attempt, rng), needs_reconcile=keep,
+        c.job_id,
+        c.lease_generation,
+        JobState.RETRY_WAIT,
+        AttemptOutcome.RETRY,
+        code,
+        detail,
+        delay_seconds=_delay(spec, c.attempt, rng),
+        needs_reconcile=keep,
     )
 
 
@@ -83,14 +100,34 @@ def ambiguous(
             f"{c.job_type!r} has no reconcile hook: check whether the work happened, then "
             f"`rota replay {c.job_id}` if it must run again.\n{detail}"
         )
-        return Finish(c.job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.AMBIGUOUS,
-                      NEEDS_RECONCILE, why[:_DETAIL_LIMIT], needs_reconcile=True)
+        return Finish(
+            c.job_id,
+            c.lease_generation,
+            JobState.FAILED,
+            AttemptOutcome.AMBIGUOUS,
+            NEEDS_RECONCILE,
+            why[:_DETAIL_LIMIT],
+            needs_reconcile=True,
+        )
     if c.attempt >= c.max_attempts:
-        return Finish(c.job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.AMBIGUOUS,
-                      code, detail, needs_reconcile=True)
+        return Finish(
+            c.job_id,
+            c.lease_generation,
+            JobState.FAILED,
+            AttemptOutcome.AMBIGUOUS,
+            code,
+            detail,
+            needs_reconcile=True,
+        )
     return Finish(
-        c.job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.AMBIGUOUS, code, detail,
-        delay_seconds=_delay(spec, c.attempt, rng), needs_reconcile=True,
+        c.job_id,
+        c.lease_generation,
+        JobState.RETRY_WAIT,
+        AttemptOutcome.AMBIGUOUS,
+        code,
+        detail,
+        delay_seconds=_delay(spec, c.attempt, rng),
+        needs_reconcile=True,
     )
 
 
@@ -101,8 +138,15 @@ def unreconcilable(c: ClaimedJob) -> Finish:
         f"{c.job_type!r} has no reconcile hook: check whether the work happened, then "
         f"`rota replay {c.job_id}` if it must run again"
     )
-    return Finish(c.job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
-                  NEEDS_RECONCILE, why, needs_reconcile=True)
+    return Finish(
+        c.job_id,
+        c.lease_generation,
+        JobState.FAILED,
+        AttemptOutcome.FAILED,
+        NEEDS_RECONCILE,
+        why,
+        needs_reconcile=True,
+    )
 
 
 def timed_out(c: ClaimedJob, spec: JobTypeSpec | None, rng: random.Random) -> Finish:

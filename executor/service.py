@@ -128,8 +128,13 @@ class Executor:
         self._heartbeat.start()
         if self._listener is not None:
             self._listener.start()
-        emit(log, "executor_started", worker_id=self.worker_id, pools=",".join(self.pools),
-             concurrency=self.concurrency)
+        emit(
+            log,
+            "executor_started",
+            worker_id=self.worker_id,
+            pools=",".join(self.pools),
+            concurrency=self.concurrency,
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Claim and run jobs until ``stop`` is set, then drain and release (graceful)."""
@@ -222,8 +227,12 @@ class Executor:
         sent_at = time.monotonic()
         with self._tx.begin() as conn:
             claimed = claim_due_jobs(
-                conn, owner=self.worker_id, pools=self.pools, limit=limit,
-                tenant_limit=self.tenant_limit, now=now,
+                conn,
+                owner=self.worker_id,
+                pools=self.pools,
+                limit=limit,
+                tenant_limit=self.tenant_limit,
+                now=now,
             )
         self.claim_rounds += 1
         for c in claimed:
@@ -232,8 +241,14 @@ class Executor:
                 self._held[c.job_id] = held
             with self._busy_cond:
                 self._busy += 1
-            emit(log, "claimed", job_id=c.job_id, job_type=c.job_type,
-                 generation=c.lease_generation, attempt=c.attempt)
+            emit(
+                log,
+                "claimed",
+                job_id=c.job_id,
+                job_type=c.job_type,
+                generation=c.lease_generation,
+                attempt=c.attempt,
+            )
             self._slots.put(held)
         return len(claimed)
 
@@ -244,8 +259,15 @@ class Executor:
             if any(s.state is JobState.RETRY_WAIT for s in swept):
                 notify_claimable(conn)
         for s in swept:
-            emit(log, "lease_expired", logging.WARNING, job_id=s.job_id,
-                 generation=s.generation, state=s.state, attempt_count=s.attempt_count)
+            emit(
+                log,
+                "lease_expired",
+                logging.WARNING,
+                job_id=s.job_id,
+                generation=s.generation,
+                state=s.state,
+                attempt_count=s.attempt_count,
+            )
         return swept
 
     def heartbeat_once(self, now: datetime | None = None) -> int:
@@ -332,31 +354,47 @@ class Executor:
         held.settle()
         self._forget(held)
         c = held.claimed
-        emit(log, "lease_lost", logging.WARNING, job_id=c.job_id, generation=c.lease_generation,
-             reason=why)
+        emit(
+            log,
+            "lease_lost",
+            logging.WARNING,
+            job_id=c.job_id,
+            generation=c.lease_generation,
+            reason=why,
+        )
 
     def _on_timeout(self, held: HeldJob) -> None:
         held.interrupt(StopReason.TIMED_OUT)
         if held.settle():
             c = held.claimed
-            emit(log, "timed_out", logging.WARNING, job_id=c.job_id,
-                 generation=c.lease_generation)
+            emit(log, "timed_out", logging.WARNING, job_id=c.job_id, generation=c.lease_generation)
             self._writer.submit(held, outcomes.timed_out(c, held.spec, self._rng))
 
     def _on_written(self, held: HeldJob, finish: Finish, state: JobState | None) -> None:
         self._forget(held)
         c = held.claimed
         if state is None:
-            emit(log, "lease_lost", logging.WARNING, job_id=c.job_id,
-                 generation=c.lease_generation, reason="outcome write matched no row")
+            emit(
+                log,
+                "lease_lost",
+                logging.WARNING,
+                job_id=c.job_id,
+                generation=c.lease_generation,
+                reason="outcome write matched no row",
+            )
             return
         fields: dict[str, Any] = {"job_id": c.job_id, "generation": c.lease_generation}
         if state is JobState.SUCCEEDED:
             reconciled = finish.outcome is AttemptOutcome.RECONCILED
             emit(log, "reconciled" if reconciled else "succeeded", **fields)
         elif state is JobState.RETRY_WAIT:
-            emit(log, "retry_scheduled", **fields, code=finish.error_code,
-                 delay_seconds=round(finish.delay_seconds or 0.0, 3))
+            emit(
+                log,
+                "retry_scheduled",
+                **fields,
+                code=finish.error_code,
+                delay_seconds=round(finish.delay_seconds or 0.0, 3),
+            )
         elif state is JobState.FAILED:
             emit(log, "failed", logging.WARNING, code=finish.error_code, **fields)
         elif state is JobState.CANCELLED:

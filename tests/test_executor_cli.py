@@ -40,9 +40,7 @@ def test_cancel_queued_running_finished_and_unknown(
     assert "not a job id" in capsys.readouterr().err
 
 
-def test_replay_failed_job(
-    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_replay_failed_job(engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     spec = job_type("t", max_attempts=1)
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
@@ -51,8 +49,15 @@ def test_replay_failed_job(
     with engine.begin() as conn:
         (c,) = claim_due_jobs(conn, owner="w:1:x", pools=["default"], limit=1)
     with engine.begin() as conn:
-        finish_if_lease_held(conn, owner="w:1:x", finishes=[Finish(
-            job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED, "Bad", "x")])
+        finish_if_lease_held(
+            conn,
+            owner="w:1:x",
+            finishes=[
+                Finish(
+                    job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED, "Bad", "x"
+                )
+            ],
+        )
     assert main(["replay", str(job_id), "--db", db_url]) == 0
     assert "queued again" in capsys.readouterr().out
     row = job_row(engine, job_id)

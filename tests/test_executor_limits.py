@@ -58,7 +58,10 @@ def test_keys_and_tenant_caps_hold_under_concurrent_claimers(engine: Engine) -> 
             while not stop.is_set():
                 with engine.begin() as conn:
                     got = claim_due_jobs(
-                        conn, owner=owner, pools=["default"], limit=rng.randint(1, 4),
+                        conn,
+                        owner=owner,
+                        pools=["default"],
+                        limit=rng.randint(1, 4),
                         tenant_limit=TENANT_LIMIT,
                     )
                 held += got
@@ -66,8 +69,15 @@ def test_keys_and_tenant_caps_hold_under_concurrent_claimers(engine: Engine) -> 
                 if held and (rng.random() < 0.7 or not got):
                     cut = rng.randint(1, len(held))
                     done, held = held[:cut], held[cut:]
-                    fs = [Finish(c.job_id, c.lease_generation, JobState.SUCCEEDED,
-                                 AttemptOutcome.SUCCEEDED) for c in done]
+                    fs = [
+                        Finish(
+                            c.job_id,
+                            c.lease_generation,
+                            JobState.SUCCEEDED,
+                            AttemptOutcome.SUCCEEDED,
+                        )
+                        for c in done
+                    ]
                     with engine.begin() as conn:
                         written = finish_if_lease_held(conn, owner=owner, finishes=fs)
                     if not all(isinstance(w, Finished) for w in written):

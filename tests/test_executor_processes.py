@@ -83,12 +83,11 @@ def test_several_processes_run_every_job_exactly_once(
     spec = job_type("rec", handler=f"{H}:record")
     store_types(engine, spec)
     ids = add_jobs(engine, spec, 2000, args={"file": str(out)})
-    procs = [
-        executors.start("--concurrency", "8", "--poll-interval", "0.1") for _ in range(3)
-    ]
+    procs = [executors.start("--concurrency", "8", "--poll-interval", "0.1") for _ in range(3)]
     try:
         wait_for(
-            lambda: set(states(engine).values()) == {"SUCCEEDED"}, timeout=90,
+            lambda: set(states(engine).values()) == {"SUCCEEDED"},
+            timeout=90,
             what="every job to succeed",
         )
     except AssertionError:
@@ -114,19 +113,26 @@ def test_sigkilled_executors_jobs_are_claimed_again_after_the_lease(
     store_types(engine, spec)
     ids = add_jobs(engine, spec, 4, args={"file": str(out)})
     victim = executors.start("--concurrency", "8", "--poll-interval", "0.1")
-    wait_for(lambda: set(states(engine, ids).values()) == {"RUNNING"}, timeout=20,
-             what="the victim to hold every job")
+    wait_for(
+        lambda: set(states(engine, ids).values()) == {"RUNNING"},
+        timeout=20,
+        what="the victim to hold every job",
+    )
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
     killed_at = time.monotonic()
     executors.start("--concurrency", "8", "--poll-interval", "0.1", "--sweep-interval", "0.3")
-    wait_for(lambda: set(states(engine, ids).values()) == {"SUCCEEDED"}, timeout=20,
-             what="every job to succeed")
+    wait_for(
+        lambda: set(states(engine, ids).values()) == {"SUCCEEDED"},
+        timeout=20,
+        what="every job to succeed",
+    )
     assert time.monotonic() - killed_at < 2 + 0.3 + 5  # lease + sweep interval + startup
     for job_id in ids:
         assert job_row(engine, job_id)["attempt_count"] == 2
         assert [a["outcome"] for a in attempt_rows(engine, job_id)] == [
-            "LEASE_EXPIRED", "SUCCEEDED",
+            "LEASE_EXPIRED",
+            "SUCCEEDED",
         ]
     assert sorted(out.read_text().split()) == sorted([str(i) for i in ids] + ["2"] * 4)
 
@@ -134,8 +140,9 @@ def test_sigkilled_executors_jobs_are_claimed_again_after_the_lease(
 def test_handler_that_kills_its_process_fails_after_max_attempts(
     engine: Engine, executors: Executors
 ) -> None:
-    spec = job_type("suicide", handler=f"{H}:kill_own_process", max_attempts=3,
-                    lease=timedelta(seconds=1))
+    spec = job_type(
+        "suicide", handler=f"{H}:kill_own_process", max_attempts=3, lease=timedelta(seconds=1)
+    )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     options = ("--concurrency", "2", "--poll-interval", "0.1", "--sweep-interval", "0.2")
@@ -161,8 +168,11 @@ def test_sigterm_drains_then_releases_the_running_job(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
     proc = executors.start("--drain-timeout", "0.5", "--poll-interval", "0.1")
-    wait_for(lambda: out.exists() and "started" in out.read_text(), timeout=20,
-             what="the handler to start")
+    wait_for(
+        lambda: out.exists() and "started" in out.read_text(),
+        timeout=20,
+        what="the handler to start",
+    )
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0
     row = job_row(engine, job_id)

@@ -82,16 +82,25 @@ def test_success_gives_the_handler_its_context(
     store_types(engine, spec)
     instant = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
     (job_id,) = add_jobs(
-        engine, spec, payload_ref="s3://b/k", args={"file": str(out), "n": 1},
-        schedule_name="s", scheduled_for=instant, covers_from=instant - timedelta(hours=2),
+        engine,
+        spec,
+        payload_ref="s3://b/k",
+        args={"file": str(out), "n": 1},
+        schedule_name="s",
+        scheduled_for=instant,
+        covers_from=instant - timedelta(hours=2),
         covers_count=3,
     )
     start_executor()
     wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     (seen,) = [json.loads(x) for x in lines(out)]
     assert seen == {
-        "job_id": str(job_id), "job_type": "ctx", "attempt": 1, "payload_ref": "s3://b/k",
-        "args": {"file": str(out), "n": 1}, "scheduled_for": "2026-03-01T02:00:00+00:00",
+        "job_id": str(job_id),
+        "job_type": "ctx",
+        "attempt": 1,
+        "payload_ref": "s3://b/k",
+        "args": {"file": str(out), "n": 1},
+        "scheduled_for": "2026-03-01T02:00:00+00:00",
         "covers": ["2026-03-01T00:00:00+00:00", "2026-03-01T02:00:00+00:00", 3],
         "key": f"rota:{job_id}:charge",
     }
@@ -157,8 +166,9 @@ def test_reconcile_hook_decides_the_next_attempt(
 ) -> None:
     out = tmp_path / "runs.txt"
     hook = "reconcile_done" if already_done else "reconcile_not_done"
-    spec = job_type("a", handler=f"{H}:ambiguous_first", reconcile=f"{H}:{hook}",
-                    backoff=FAST_RETRY)
+    spec = job_type(
+        "a", handler=f"{H}:ambiguous_first", reconcile=f"{H}:{hook}", backoff=FAST_RETRY
+    )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
     start_executor()
@@ -197,8 +207,12 @@ def test_expired_lease_of_non_idempotent_job_is_not_rerun_blindly(
 def test_python_timeout_is_ambiguous_and_stops_renewing(
     engine: Engine, start_executor: StartExecutor, tmp_path: Path
 ) -> None:
-    spec = job_type("slow", handler=f"{H}:sleep_blind", timeout=timedelta(milliseconds=300),
-                    lease=timedelta(seconds=2))
+    spec = job_type(
+        "slow",
+        handler=f"{H}:sleep_blind",
+        timeout=timedelta(milliseconds=300),
+        lease=timedelta(seconds=2),
+    )
     store_types(engine, spec)
     out = tmp_path / "woke.txt"
     (job_id,) = add_jobs(engine, spec, args={"seconds": 1.5, "file": str(out)})
@@ -215,8 +229,13 @@ def test_python_timeout_is_ambiguous_and_stops_renewing(
 def test_timeout_with_hook_goes_to_retry_wait(
     engine: Engine, start_executor: StartExecutor
 ) -> None:
-    spec = job_type("slow", handler=f"{H}:sleep_blind", timeout=timedelta(milliseconds=200),
-                    reconcile=f"{H}:reconcile_done", backoff=SLOW_RETRY)
+    spec = job_type(
+        "slow",
+        handler=f"{H}:sleep_blind",
+        timeout=timedelta(milliseconds=200),
+        reconcile=f"{H}:reconcile_done",
+        backoff=SLOW_RETRY,
+    )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"seconds": 1.0})
     start_executor()
@@ -245,8 +264,9 @@ def test_command_handler_gets_its_job_in_env(
 def test_command_exit_status_is_a_retryable_code(
     engine: Engine, start_executor: StartExecutor
 ) -> None:
-    spec = JobTypeSpec(name="cmd", command=("sh", "-c", "echo broken >&2; exit 3"),
-                       backoff=SLOW_RETRY)
+    spec = JobTypeSpec(
+        name="cmd", command=("sh", "-c", "echo broken >&2; exit 3"), backoff=SLOW_RETRY
+    )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
@@ -268,8 +288,9 @@ def test_command_timeout_kills_the_process_group(
 ) -> None:
     pidfile = tmp_path / "child.pid"
     script = f"sleep 30 & echo $! > {pidfile}; wait"
-    spec = JobTypeSpec(name="cmd", command=("sh", "-c", script),
-                       timeout=timedelta(milliseconds=500))
+    spec = JobTypeSpec(
+        name="cmd", command=("sh", "-c", script), timeout=timedelta(milliseconds=500)
+    )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
@@ -280,7 +301,9 @@ def test_command_timeout_kills_the_process_group(
 
 
 def test_cancel_running_python_handler(
-    engine: Engine, start_executor: StartExecutor, tmp_path: Path,
+    engine: Engine,
+    start_executor: StartExecutor,
+    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="rota.executor")
@@ -314,7 +337,9 @@ def test_cancel_running_command(engine: Engine, start_executor: StartExecutor) -
 
 
 def test_lost_lease_stops_the_handler_and_reports_nothing(
-    engine: Engine, start_executor: StartExecutor, tmp_path: Path,
+    engine: Engine,
+    start_executor: StartExecutor,
+    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="rota.executor")
@@ -326,7 +351,8 @@ def test_lost_lease_stops_the_handler_and_reports_nothing(
     wait_for(lambda: lines(out), what="the handler to start")
     with engine.begin() as conn:  # another worker took the job over
         conn.execute(
-            update(jobs).where(jobs.c.job_id == job_id)
+            update(jobs)
+            .where(jobs.c.job_id == job_id)
             .values(lease_owner="thief:1:x", lease_generation=jobs.c.lease_generation + 1)
         )
     wait_for(lambda: lines(out)[-1].startswith("stopped LeaseLost"), what="LeaseLost")
@@ -337,7 +363,9 @@ def test_lost_lease_stops_the_handler_and_reports_nothing(
 
 
 def test_executor_that_cannot_renew_fences_itself(
-    engine: Engine, start_executor: StartExecutor, tmp_path: Path,
+    engine: Engine,
+    start_executor: StartExecutor,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def unreachable(*_a: Any, **_k: Any) -> Any:
@@ -360,7 +388,9 @@ def test_executor_that_cannot_renew_fences_itself(
 
 
 def test_shutdown_releases_what_does_not_finish(
-    engine: Engine, start_executor: StartExecutor, tmp_path: Path,
+    engine: Engine,
+    start_executor: StartExecutor,
+    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="rota.executor")

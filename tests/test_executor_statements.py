@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, update
 
+from shared.config.model import JobTypeSpec
 from shared.models import jobs
 from shared.queries.jobs_claim import ClaimedJob, claim_due_jobs
 from shared.queries.jobs_control import replay_failed, request_cancel
@@ -31,15 +32,17 @@ FAR_FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def spec(engine: Engine):  # type: ignore[no-untyped-def]
+def spec(engine: Engine) -> JobTypeSpec:
     s = job_type("t", max_attempts=3)
     store_types(engine, s)
     return s
 
 
-def claim(engine: Engine, n: int = 1, owner: str = OWNER, **kw: object) -> list[ClaimedJob]:
+def claim(
+    engine: Engine, n: int = 1, owner: str = OWNER, now: datetime | None = None
+) -> list[ClaimedJob]:
     with engine.begin() as conn:
-        return claim_due_jobs(conn, owner=owner, pools=["default"], limit=n, **kw)  # type: ignore[arg-type]
+        return claim_due_jobs(conn, owner=owner, pools=["default"], limit=n, now=now)
 
 
 def finish(engine: Engine, *fs: Finish, owner: str = OWNER) -> set[uuid.UUID]:
@@ -50,7 +53,9 @@ def finish(engine: Engine, *fs: Finish, owner: str = OWNER) -> set[uuid.UUID]:
 
 def success(c: ClaimedJob, gen: int | None = None) -> Finish:
     return Finish(
-        c.job_id, c.lease_generation if gen is None else gen, JobState.SUCCEEDED,
+        c.job_id,
+        c.lease_generation if gen is None else gen,
+        JobState.SUCCEEDED,
         AttemptOutcome.SUCCEEDED,
     )
 
@@ -67,7 +72,9 @@ def expire_all(engine: Engine) -> None:
         sweep_expired_leases(conn)
 
 
-def test_claim_moves_to_running_with_lease_attempt_and_attempt_row(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_claim_moves_to_running_with_lease_attempt_and_attempt_row(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
     (job_id,) = add_jobs(engine, spec, payload_ref="s3://x", args={"a": 1})
     (c,) = claim(engine)
     assert c.job_id == job_id and c.lease_generation == 1 and c.attempt == 1
@@ -83,7 +90,9 @@ def test_claim_moves_to_running_with_lease_attempt_and_attempt_row(engine: Engin
     assert claim(engine) == []
 
 
-def test_claim_order_priority_then_run_after_then_created(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_claim_order_priority_then_run_after_then_created(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
     now = datetime.now(UTC)
     late = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=1))
     early = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=5))
@@ -107,7 +116,9 @@ def test_claim_serves_only_its_pools_and_batch_size(engine: Engine) -> None:
     assert len(got) == 7
 
 
-def test_complete_and_stale_generation_same_owner_is_fenced(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_complete_and_stale_generation_same_owner_is_fenced(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
     (job_id,) = add_jobs(engine, spec)
     (old,) = claim(engine)
     expire_all(engine)
@@ -118,9 +129,12 @@ def test_complete_and_stale_generation_same_owner_is_fenced(engine: Engine, spec
     fail = Finish(job_id, old.lease_generation, JobState.FAILED, AttemptOutcome.FAILED, "X", "x")
     assert finish(engine, fail) == set()
     with engine.begin() as conn:
-        assert renew_leases_if_held(
-            conn, owner=OWNER, renewals=[Renewal(job_id, old.lease_generation)]
-        ) == {}
+        assert (
+            renew_leases_if_held(
+                conn, owner=OWNER, renewals=[Renewal(job_id, old.lease_generation)]
+            )
+            == {}
+        )
     assert job_row(engine, job_id)["state"] == "RUNNING"
     # The current one completes; its attempt row is closed in the same transaction.
     assert finish(engine, success(new)) == {job_id}
@@ -133,19 +147,26 @@ def test_complete_and_stale_generation_same_owner_is_fenced(engine: Engine, spec
     assert finish(engine, success(new)) == set()
 
 
-def test_other_owner_is_fenced(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_other_owner_is_fenced(engine: Engine, spec: JobTypeSpec) -> None:
     add_jobs(engine, spec)
     (c,) = claim(engine)
     assert finish(engine, success(c), owner="someone:else") == set()
 
 
-def test_retry_then_failed_when_attempts_run_out(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_retry_then_failed_when_attempts_run_out(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     for attempt in (1, 2):
         (c,) = claim(engine)
         assert c.attempt == attempt
-        f = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY,
-                   "Boom", "tb", delay_seconds=0.0)
+        f = Finish(
+            job_id,
+            c.lease_generation,
+            JobState.RETRY_WAIT,
+            AttemptOutcome.RETRY,
+            "Boom",
+            "tb",
+            delay_seconds=0.0,
+        )
         assert finish(engine, f) == {job_id}
         row = job_row(engine, job_id)
         assert row["state"] == "RETRY_WAIT" and row["last_error_code"] == "Boom"
@@ -158,24 +179,34 @@ def test_retry_then_failed_when_attempts_run_out(engine: Engine, spec) -> None: 
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["RETRY", "RETRY", "FAILED"]
 
 
-def test_retry_delay_is_stored_as_run_after_by_db_clock(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_retry_delay_is_stored_as_run_after_by_db_clock(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     (c,) = claim(engine)
-    f = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY, "E", "",
-               delay_seconds=120.0)
+    f = Finish(
+        job_id,
+        c.lease_generation,
+        JobState.RETRY_WAIT,
+        AttemptOutcome.RETRY,
+        "E",
+        "",
+        delay_seconds=120.0,
+    )
     finish(engine, f)
     row = job_row(engine, job_id)
     assert 119 <= (row["run_after"] - row["updated_at"]).total_seconds() <= 121
     assert claim(engine) == []
 
 
-def test_heartbeat_renews_reports_state_and_stores_progress(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_heartbeat_renews_reports_state_and_stores_progress(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
     (job_id,) = add_jobs(engine, spec)
     (c,) = claim(engine)
     before = job_row(engine, job_id)["lease_expires_at"]
     with engine.begin() as conn:
         got = renew_leases_if_held(
-            conn, owner=OWNER,
+            conn,
+            owner=OWNER,
             renewals=[Renewal(job_id, c.lease_generation, stage="LOAD", done=3, total=10)],
         )
     assert got == {job_id: JobState.RUNNING}
@@ -191,7 +222,7 @@ def test_heartbeat_renews_reports_state_and_stores_progress(engine: Engine, spec
     assert job_row(engine, job_id)["progress_stage"] == "LOAD"
 
 
-def test_heartbeat_never_revives_an_expired_lease(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_heartbeat_never_revives_an_expired_lease(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     (c,) = claim(engine)
     with engine.begin() as conn:
@@ -201,7 +232,7 @@ def test_heartbeat_never_revives_an_expired_lease(engine: Engine, spec) -> None:
     assert got == {}
 
 
-def test_cancel_queued_job_is_cancelled_at_once(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_queued_job_is_cancelled_at_once(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     with engine.begin() as conn:
         res = request_cancel(conn, job_id)
@@ -217,7 +248,7 @@ def test_cancel_queued_job_is_cancelled_at_once(engine: Engine, spec) -> None:  
     assert not missing.changed and missing.state is None
 
 
-def test_cancel_running_needs_the_workers_fenced_ack(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_running_needs_the_workers_fenced_ack(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     (old,) = claim(engine)
     expire_all(engine)
@@ -234,35 +265,58 @@ def test_cancel_running_needs_the_workers_fenced_ack(engine: Engine, spec) -> No
     assert attempt_rows(engine, job_id)[-1]["outcome"] == "CANCELLED"
 
 
-def test_worker_cannot_cancel_a_job_nobody_asked_to_cancel(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_worker_cannot_cancel_a_job_nobody_asked_to_cancel(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
     (job_id,) = add_jobs(engine, spec)
     (c,) = claim(engine)
     ack = Finish(job_id, c.lease_generation, JobState.CANCELLED, AttemptOutcome.CANCELLED)
     assert finish(engine, ack) == set()
 
 
-def test_retry_of_a_cancel_requested_job_becomes_cancelled(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_retry_of_a_cancel_requested_job_becomes_cancelled(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
     (job_id,) = add_jobs(engine, spec)
     (c,) = claim(engine)
     with engine.begin() as conn:
         request_cancel(conn, job_id)
-    f = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY, "E", "",
-               delay_seconds=1.0)
+    f = Finish(
+        job_id,
+        c.lease_generation,
+        JobState.RETRY_WAIT,
+        AttemptOutcome.RETRY,
+        "E",
+        "",
+        delay_seconds=1.0,
+    )
     assert finish(engine, f) == {job_id}
     assert job_row(engine, job_id)["state"] == "CANCELLED"
 
 
-def test_release_refunds_the_attempt_and_is_fenced(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_release_refunds_the_attempt_and_is_fenced(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     (old,) = claim(engine)
     expire_all(engine)
     (c,) = claim(engine)
     assert job_row(engine, job_id)["attempt_count"] == 2
-    rel_old = Finish(job_id, old.lease_generation, JobState.QUEUED, AttemptOutcome.RELEASED,
-                     delay_seconds=0.0, refund=True)
+    rel_old = Finish(
+        job_id,
+        old.lease_generation,
+        JobState.QUEUED,
+        AttemptOutcome.RELEASED,
+        delay_seconds=0.0,
+        refund=True,
+    )
     assert finish(engine, rel_old) == set()
-    rel = Finish(job_id, c.lease_generation, JobState.QUEUED, AttemptOutcome.RELEASED,
-                 delay_seconds=0.0, refund=True)
+    rel = Finish(
+        job_id,
+        c.lease_generation,
+        JobState.QUEUED,
+        AttemptOutcome.RELEASED,
+        delay_seconds=0.0,
+        refund=True,
+    )
     assert finish(engine, rel) == {job_id}
     row = job_row(engine, job_id)
     assert row["state"] == "QUEUED" and row["attempt_count"] == 1 and row["lease_owner"] is None
@@ -286,7 +340,9 @@ def test_sweeper_requeues_fails_and_cancels_expired_leases(engine: Engine) -> No
     with engine.begin() as conn:
         swept = {s.job_id: s for s in sweep_expired_leases(conn, now=FAR_FUTURE)}
     assert {k: v.state for k, v in swept.items()} == {
-        r: JobState.RETRY_WAIT, f: JobState.FAILED, x: JobState.RETRY_WAIT,
+        r: JobState.RETRY_WAIT,
+        f: JobState.FAILED,
+        x: JobState.RETRY_WAIT,
         cxl: JobState.CANCELLED,
     }
     for job_id in (r, f, x, cxl):
@@ -300,7 +356,7 @@ def test_sweeper_requeues_fails_and_cancels_expired_leases(engine: Engine) -> No
         assert sweep_expired_leases(conn, now=FAR_FUTURE) == []
 
 
-def test_sweeper_rechecks_expiry_in_the_statement(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_sweeper_rechecks_expiry_in_the_statement(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     (c,) = claim(engine)
     # The worker renews just before the sweeper runs: nothing is taken back.
@@ -319,8 +375,18 @@ def test_replay_gives_a_fresh_budget_and_keeps_history(engine: Engine) -> None:
     store_types(engine, s)
     (job_id,) = add_jobs(engine, s)
     (c,) = claim(engine)
-    finish(engine, Finish(job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
-                          "Bad", "detail", needs_reconcile=True))
+    finish(
+        engine,
+        Finish(
+            job_id,
+            c.lease_generation,
+            JobState.FAILED,
+            AttemptOutcome.FAILED,
+            "Bad",
+            "detail",
+            needs_reconcile=True,
+        ),
+    )
     with engine.begin() as conn:
         res = replay_failed(conn, job_id)
     assert res.changed and res.state == JobState.QUEUED
@@ -334,7 +400,7 @@ def test_replay_gives_a_fresh_budget_and_keeps_history(engine: Engine) -> None:
     assert not again.changed and again.state == JobState.RUNNING
 
 
-def test_claim_with_injected_now(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_claim_with_injected_now(engine: Engine, spec: JobTypeSpec) -> None:
     add_jobs(engine, spec, run_after=datetime(2090, 1, 1, tzinfo=UTC))
     assert claim(engine) == []
     (c,) = claim(engine, now=datetime(2090, 1, 1, 0, 0, 1, tzinfo=UTC))
@@ -356,7 +422,7 @@ def test_attempts_never_exceed_max(engine: Engine) -> None:
     assert claim(engine) == []
 
 
-def test_lost_lease_is_a_typed_outcome(engine: Engine, spec) -> None:  # type: ignore[no-untyped-def]
+def test_lost_lease_is_a_typed_outcome(engine: Engine, spec: JobTypeSpec) -> None:
     (job_id,) = add_jobs(engine, spec)
     (old,) = claim(engine)
     expire_all(engine)

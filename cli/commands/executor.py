@@ -35,28 +35,45 @@ def register(subparsers: Any) -> None:
         "--pools", default="default", metavar="A,B", help="pools to serve (default: default)"
     )
     p.add_argument(
-        "--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N",
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
         help=f"jobs run at once by this process (default {DEFAULT_CONCURRENCY})",
     )
     p.add_argument(
-        "--tenant-limit", type=int, default=None, metavar="N",
+        "--tenant-limit",
+        type=int,
+        default=None,
+        metavar="N",
         help="at most N running jobs per tenant, counted over all executors (default: no cap)",
     )
     p.add_argument(
-        "--drain-timeout", type=float, default=DEFAULT_DRAIN_TIMEOUT, metavar="SECONDS",
+        "--drain-timeout",
+        type=float,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        metavar="SECONDS",
         help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
     )
     p.add_argument(
-        "--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL, metavar="SECONDS",
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_POLL_INTERVAL,
+        metavar="SECONDS",
         help=f"idle polling interval (default {DEFAULT_POLL_INTERVAL:g}; "
         "PostgreSQL also wakes on NOTIFY)",
     )
     p.add_argument(
-        "--sweep-interval", type=float, default=DEFAULT_SWEEP_INTERVAL, metavar="SECONDS",
+        "--sweep-interval",
+        type=float,
+        default=DEFAULT_SWEEP_INTERVAL,
+        metavar="SECONDS",
         help=f"how often expired leases are taken back (default {DEFAULT_SWEEP_INTERVAL:g})",
     )
     p.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level (default INFO: one line per job transition)",
     )
     p.set_defaults(func=run)

@@ -31,8 +31,6 @@ def run(args: argparse.Namespace) -> int:
     if result.state is None:
         raise UserError(f"no job {job_id}")
     if not result.changed:
-        raise UserError(
-            f"job {job_id} is {result.state.value}: only a FAILED job can be replayed"
-        )
+        raise UserError(f"job {job_id} is {result.state.value}: only a FAILED job can be replayed")
     print(f"{job_id}: queued again with a fresh attempt budget")
     return EXIT_OK

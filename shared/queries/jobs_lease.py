@@ -131,8 +131,13 @@ def renew_leases_if_held(
         ).all()
     else:
         batch = [
-            {"id": r.job_id.hex, "gen": r.generation, "stage": r.stage, "done": r.done,
-             "total": r.total}
+            {
+                "id": r.job_id.hex,
+                "gen": r.generation,
+                "stage": r.stage,
+                "done": r.done,
+                "total": r.total,
+            }
             for r in renewals
         ]
         rows = conn.execute(
@@ -227,5 +232,3 @@ def sweep_expired_leases(conn: Connection, *, now: datetime | None = None) -> li
             batch = [{"id": r[0], "gen": int(r[1])} for r in rows]
             conn.execute(_SQLITE_CLOSE_EXPIRED, {"now": now_param, "batch": sqlite_batch(batch)})
     return [Swept(read_id(r[0]), int(r[1]), JobState(r[2]), int(r[3]), str(r[4])) for r in rows]
-
-

@@ -186,16 +186,25 @@ def finish_if_lease_held(
 
 
 def complete_if_lease_held(
-    conn: Connection, *, owner: str, job_id: uuid.UUID, generation: int,
+    conn: Connection,
+    *,
+    owner: str,
+    job_id: uuid.UUID,
+    generation: int,
     now: datetime | None = None,
 ) -> Written:
-    finish = Finish(job_id, generation, JobState.SUCCEEDED, AttemptOutcome.SUCCEEDED,
-                    needs_reconcile=False)
+    finish = Finish(
+        job_id, generation, JobState.SUCCEEDED, AttemptOutcome.SUCCEEDED, needs_reconcile=False
+    )
     return finish_if_lease_held(conn, owner=owner, finishes=[finish], now=now)[0]
 
 
 def acknowledge_cancel_if_lease_held(
-    conn: Connection, *, owner: str, job_id: uuid.UUID, generation: int,
+    conn: Connection,
+    *,
+    owner: str,
+    job_id: uuid.UUID,
+    generation: int,
     now: datetime | None = None,
 ) -> Written:
     finish = Finish(job_id, generation, JobState.CANCELLED, AttemptOutcome.CANCELLED)
@@ -203,12 +212,17 @@ def acknowledge_cancel_if_lease_held(
 
 
 def release_if_lease_held(
-    conn: Connection, *, owner: str, job_id: uuid.UUID, generation: int,
+    conn: Connection,
+    *,
+    owner: str,
+    job_id: uuid.UUID,
+    generation: int,
     now: datetime | None = None,
 ) -> Written:
     """Back to QUEUED, due now, the attempt refunded (graceful shutdown)."""
-    finish = Finish(job_id, generation, JobState.QUEUED, AttemptOutcome.RELEASED,
-                    delay_seconds=0.0, refund=True)
+    finish = Finish(
+        job_id, generation, JobState.QUEUED, AttemptOutcome.RELEASED, delay_seconds=0.0, refund=True
+    )
     return finish_if_lease_held(conn, owner=owner, finishes=[finish], now=now)[0]
 
 
