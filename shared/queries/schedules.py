@@ -156,31 +156,35 @@ _PG_ADVANCE = text(
         skipped_count = s.skipped_count + v.skipped_add,
         coalesced_count = s.coalesced_count + v.coalesced_add,
         updated_at = now()
-    FROM unnest(
-        CAST(:names AS text[]), CAST(:expected AS timestamptz[]),
-        CAST(:cursors AS timestamptz[]), CAST(:nexts AS timestamptz[]),
-        CAST(:last_fires AS timestamptz[]), CAST(:last_jobs AS uuid[]),
-        CAST(:skipped AS bigint[]), CAST(:coalesced AS bigint[])
-    ) AS v(name, expected, cursor_at, next_fire_at, last_fire_at, last_job_id,
-           skipped_add, coalesced_add)
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS v(
+        name text, expected timestamptz, cursor_at timestamptz, next_fire_at timestamptz,
+        last_fire_at timestamptz, last_job_id uuid, skipped_add bigint, coalesced_add bigint)
     WHERE s.name = v.name AND s.next_fire_at = v.expected
     """
 )
 
 
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
 def _advance_pg(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
-    # One statement, compiled once, whatever the batch size: arrays, not VALUES rows.
-    params = {
-        "names": [a.name for a in advances],
-        "expected": [a.expected_next_fire_at for a in advances],
-        "cursors": [a.cursor_at for a in advances],
-        "nexts": [a.next_fire_at for a in advances],
-        "last_fires": [a.last_fire_at for a in advances],
-        "last_jobs": [str(a.last_job_id) if a.last_job_id else None for a in advances],
-        "skipped": [a.skipped_add for a in advances],
-        "coalesced": [a.coalesced_add for a in advances],
-    }
-    return int(conn.execute(_PG_ADVANCE, params).rowcount)
+    # One statement, compiled once, whatever the batch size: the rows travel as
+    # one JSON document (json.dumps is C; per-element parameter dumping is not).
+    rows = [
+        {
+            "name": a.name,
+            "expected": a.expected_next_fire_at.isoformat(),
+            "cursor_at": a.cursor_at.isoformat(),
+            "next_fire_at": _iso(a.next_fire_at),
+            "last_fire_at": _iso(a.last_fire_at),
+            "last_job_id": str(a.last_job_id) if a.last_job_id else None,
+            "skipped_add": a.skipped_add,
+            "coalesced_add": a.coalesced_add,
+        }
+        for a in advances
+    ]
+    return int(conn.execute(_PG_ADVANCE, {"rows": json.dumps(rows)}).rowcount)
 
 
 def _advance_executemany(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
@@ -358,7 +362,7 @@ _OCCURRENCE_COLUMNS = (
     ("lease_seconds", "double precision"),
     ("idempotent", "boolean"),
     ("payload_ref", "text"),
-    ("args", "text"),
+    ("args", "json"),
     ("dedup_key", "text"),
     ("schedule_name", "text"),
     ("scheduled_for", "timestamptz"),
@@ -370,11 +374,10 @@ _PG_OCCURRENCE_INSERT = text(
     f"""
     INSERT INTO jobs ({", ".join(c for c, _ in _OCCURRENCE_COLUMNS)},
                       state, attempt_count, created_at, updated_at)
-    SELECT {", ".join(f"CAST(v.{c} AS json)" if c == "args" else f"v.{c}"
-                      for c, _ in _OCCURRENCE_COLUMNS)},
+    SELECT {", ".join(f"v.{c}" for c, _ in _OCCURRENCE_COLUMNS)},
            'QUEUED', 0, now(), now()
-    FROM unnest({", ".join(f"CAST(:{c} AS {t}[])" for c, t in _OCCURRENCE_COLUMNS)})
-      AS v({", ".join(c for c, _ in _OCCURRENCE_COLUMNS)})
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+      AS v({", ".join(f"{c} {t}" for c, t in _OCCURRENCE_COLUMNS)})
     ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING job_id
     """
@@ -404,12 +407,20 @@ def _occurrence_row(j: NewJob) -> dict[str, Any]:
     }
 
 
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"cannot send {type(value).__name__} as JSON")
+
+
 def insert_occurrences_or_skip(conn: Connection, new_jobs: Sequence[NewJob]) -> set[uuid.UUID]:
     """Insert the occurrences' jobs whose ``(job_type, dedup_key)`` is new; return their ids.
 
     Same semantics as ``jobs_insert.insert_jobs_or_skip``, for the scheduler's hot
     path: a statement compiled once whatever the batch size. On PostgreSQL the
-    rows travel as one array per column (``unnest``); on SQLite SQLAlchemy's
+    rows travel as one JSON document (``jsonb_to_recordset``); on SQLite SQLAlchemy's
     "insertmanyvalues" pages the rows into multi-row INSERTs. Every job must
     carry ``run_after`` and a ``dedup_key``.
     """
@@ -417,12 +428,8 @@ def insert_occurrences_or_skip(conn: Connection, new_jobs: Sequence[NewJob]) -> 
         return set()
     rows = [_occurrence_row(j) for j in new_jobs]
     if conn.dialect.name == "postgresql":
-        params: dict[str, list[Any]] = {c: [] for c, _ in _OCCURRENCE_COLUMNS}
-        for row in rows:
-            for c, _ in _OCCURRENCE_COLUMNS:
-                params[c].append(row[c])
-        params["args"] = [None if a is None else json.dumps(a) for a in params["args"]]
-        return set(conn.execute(_PG_OCCURRENCE_INSERT, params).scalars())
+        doc = json.dumps(rows, default=_json_default)
+        return set(conn.execute(_PG_OCCURRENCE_INSERT, {"rows": doc}).scalars())
     extra = {"state": "QUEUED", "attempt_count": 0}
     result = conn.execute(_sqlite_occurrence_insert(), [{**r, **extra} for r in rows])
     return set(result.scalars())
