@@ -26,14 +26,21 @@ class CompiledSchedules:
         self._cache: dict[str, tuple[ScheduleSpec, Rule]] = {}
         self._next: dict[tuple[str, datetime], OccurrenceLike] = {}
 
-    def get(self, definition_hash: str, definition: Mapping[str, Any]) -> tuple[ScheduleSpec, Rule]:
+    def knows(self, definition_hash: str) -> bool:
+        return definition_hash in self._cache
+
+    def get(
+        self, definition_hash: str, definition: Mapping[str, Any] | None
+    ) -> tuple[ScheduleSpec, Rule]:
         hit = self._cache.get(definition_hash)
         if hit is not None:
             return hit
+        if definition is None:
+            raise LookupError(f"definition {definition_hash} was not read")
         spec = ScheduleSpec.from_json(definition)
         compiled = (spec, compile_rule(spec))
         if len(self._cache) >= self._capacity:
-            self._cache.clear()
+            del self._cache[next(iter(self._cache))]  # the oldest
         self._cache[definition_hash] = compiled
         return compiled
 

@@ -33,6 +33,7 @@ from shared.queries.schedules import (
     DueSchedule,
     advance_cursors_if_unchanged,
     insert_occurrences_or_skip,
+    load_definitions,
     lock_due_schedules,
     unfinished_jobs_of_schedules,
 )
@@ -108,12 +109,18 @@ def materialize_batch(
     work = _Work()
     budget = max_jobs
     planned: list[tuple[DueSchedule, ScheduleSpec, Plan]] = []
+    definitions = load_definitions(
+        conn, [r.name for r in due if not compiled.knows(r.definition_hash)]
+    )
     for row in due:
         if budget <= 0:
             result.more_due = True
             break
         try:
-            spec, rule = compiled.get(row.definition_hash, row.definition)
+            definition = definitions.get(row.name)
+            if definition is None and not compiled.knows(row.definition_hash):
+                definition = load_definitions(conn, [row.name]).get(row.name)  # evicted since
+            spec, rule = compiled.get(row.definition_hash, definition)
             first = compiled.first_due(
                 row.definition_hash, rule, _cursor_of(row), row.next_fire_at
             )

@@ -43,7 +43,6 @@ class DueSchedule:
     """A due schedule row, locked by this transaction."""
 
     name: str
-    definition: Mapping[str, Any]
     definition_hash: str
     cursor_at: datetime | None
     next_fire_at: datetime
@@ -84,12 +83,12 @@ def lock_due_schedules(
 
     Returns the rows, oldest ``next_fire_at`` first, and the clock the statement
     used (None when nothing was due). Rows locked by another replica are skipped.
+    The definitions are not read here: most are already compiled by their hash.
     """
     clock = now_or_db(now)
     stmt = (
         select(
             schedules.c.name,
-            schedules.c.definition,
             schedules.c.definition_hash,
             schedules.c.cursor_at,
             schedules.c.next_fire_at,
@@ -110,11 +109,18 @@ def lock_due_schedules(
     rows = conn.execute(stmt).all()
     if not rows:
         return [], None
-    due = [
-        DueSchedule(r.name, r.definition, r.definition_hash, r.cursor_at, r.next_fire_at)
-        for r in rows
-    ]
+    due = [DueSchedule(r.name, r.definition_hash, r.cursor_at, r.next_fire_at) for r in rows]
     return due, rows[0].clock
+
+
+def load_definitions(conn: Connection, names: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """The stored definitions of ``names`` (read only for hashes a replica has not seen)."""
+    if not names:
+        return {}
+    rows = conn.execute(
+        select(schedules.c.name, schedules.c.definition).where(schedules.c.name.in_(names))
+    ).all()
+    return {name: definition for name, definition in rows}
 
 
 def advance_cursors_if_unchanged(conn: Connection, advances: Sequence[CursorAdvance]) -> None:
