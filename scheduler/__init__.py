@@ -31,12 +31,17 @@ Replicas
     partial index ``ix_schedules_due``, so its cost follows the due schedules,
     not all of them) with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL; on SQLite
     every transaction begins with ``BEGIN IMMEDIATE`` and the write lock
-    serialises the replicas. The batch's jobs go in one multi-row INSERT and
-    its cursors move in one UPDATE. Leadership is never the guard: any number
+    serialises the replicas. The batch's jobs go in one INSERT ... ON CONFLICT
+    DO NOTHING RETURNING (``insert_occurrences_or_skip``) and its cursors move
+    in one UPDATE guarded by the ``next_fire_at`` it read
+    (``advance_cursors_if_unchanged``). Leadership is never the guard: any number
     of replicas may run, and the unique key plus the locked cursor make every
     occurrence one job. Between ticks a replica sleeps until the earliest
-    ``next_fire_at`` (at most ``max_sleep``) and wakes at once on PostgreSQL
-    ``NOTIFY rota_schedules``, sent by apply, pause, resume and trigger.
+    ``next_fire_at`` (at most ``max_sleep``, 1 s by default) and wakes at once
+    on PostgreSQL ``NOTIFY rota_schedules``, sent by apply, pause, resume and
+    trigger; SQLite replicas notice such changes within ``max_sleep``. A
+    stored definition that cannot be evaluated is logged (``schedule_failed``)
+    and looked at again a minute later; it never stops the other schedules.
 
 Misfires (``scheduler.misfire``, pure)
     An occurrence is late when ``now - instant > grace`` as the tick reaches it.
@@ -51,8 +56,12 @@ Misfires (``scheduler.misfire``, pure)
       and ``covers_count``; the folded ones are recorded as ``coalesced``.
 
     Skipped ranges are counted without running through them one by one where
-    the rule allows (a fixed interval is plain arithmetic), so a year-long
-    outage of a per-second schedule costs one ledger row, not a year of work.
+    the rule allows: a fixed interval is plain arithmetic, and a cron rule in
+    a fixed-offset zone (UTC) repeats exactly every minute, hour, day or week,
+    so one period is walked and multiplied. A year-long outage of a
+    per-minute schedule costs one ledger row and milliseconds, not a year of
+    work. Other calendar rules (DST zones, RRULE) are walked one occurrence
+    at a time.
 
 Ledger
     ``schedule_skips`` keeps one row per skipped or folded range: reason
