@@ -5,11 +5,14 @@
 * a handler that SIGKILLs its own process every time ends FAILED after
   ``max_attempts`` with LEASE_EXPIRED kept;
 * SIGTERM drains and releases: the running job goes back to QUEUED, its
-  attempt refunded and recorded as RELEASED.
+  attempt refunded and recorded as RELEASED;
+* executors SIGKILLed at random while 1,000 jobs run: every job succeeds once,
+  at its current lease generation, within its attempt budget.
 """
 
 from __future__ import annotations
 
+import random
 import signal
 import subprocess
 import sys
@@ -20,8 +23,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
+from shared.models import job_attempts, jobs
 from tests.executor_support import (
     REPO_ROOT,
     add_jobs,
@@ -180,3 +184,48 @@ def test_sigterm_drains_then_releases_the_running_job(
     assert row["lease_owner"] is None
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["RELEASED"]
     assert "stopped JobReleased" in out.read_text()
+
+
+def test_random_sigkills_lose_nothing_and_never_complete_a_stale_generation(
+    engine: Engine, executors: Executors, tmp_path: Path
+) -> None:
+    out = tmp_path / "runs.txt"
+    spec = job_type("rec", handler=f"{H}:record", lease=timedelta(seconds=1), max_attempts=10)
+    store_types(engine, spec)
+    ids = add_jobs(engine, spec, 1000, args={"file": str(out), "sleep": 0.05})
+    options = ("--concurrency", "8", "--poll-interval", "0.1", "--sweep-interval", "0.3")
+    live = [executors.start(*options) for _ in range(3)]
+    rng = random.Random(11)
+    deadline = time.monotonic() + 90
+    kills = 0
+    while set(states(engine, ids).values()) - {"SUCCEEDED"}:
+        assert time.monotonic() < deadline, executors.logs()[-3000:]
+        if kills < 8:
+            time.sleep(0.3)
+            victim = live.pop(rng.randrange(len(live)))
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            kills += 1
+            live.append(executors.start(*options))  # a supervisor restarts it
+        else:
+            time.sleep(0.1)
+    for p in live:
+        p.send_signal(signal.SIGTERM)
+    for p in live:
+        # A replacement may still be starting up (no handler yet): then SIGTERM kills it.
+        assert p.wait(30) in (0, -signal.SIGTERM)
+    assert kills == 8
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(jobs.c.job_id, jobs.c.lease_generation, jobs.c.attempt_count)
+        ).all()
+        attempts = conn.execute(
+            select(job_attempts.c.job_id, job_attempts.c.lease_generation, job_attempts.c.outcome)
+        ).all()
+    current = {r[0]: r[1] for r in rows}
+    assert all(r[2] <= 10 for r in rows)
+    succeeded = [(a[0], a[1]) for a in attempts if a[2] == "SUCCEEDED"]
+    assert sorted(succeeded) == sorted(current.items())  # one success each, at the current gen
+    assert {a[2] for a in attempts} <= {"SUCCEEDED", "LEASE_EXPIRED"}
+    assert any(a[2] == "LEASE_EXPIRED" for a in attempts)  # the kills did hit running jobs
+    assert len(Counter(line.split()[0] for line in out.read_text().splitlines())) == len(ids)
