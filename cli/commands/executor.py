@@ -76,6 +76,7 @@ def register(subparsers: Any) -> None:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level (default INFO: one line per job transition)",
     )
+    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     p.set_defaults(func=run)
 
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.drain_timeout < 0:
         raise UserError(f"--drain-timeout must not be negative, got {args.drain_timeout:g}")
     logging.basicConfig(
-        level=getattr(logging, args.log_level),
+        level=logging.DEBUG if args.verbose else getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     stop = threading.Event()
