@@ -192,14 +192,15 @@ _FIXED_ZONES = frozenset(
 
 
 def repeat_period(spec: ScheduleSpec) -> timedelta | None:
-    """The period after which a cron rule repeats exactly, when it is obvious.
+    """The period after which a cron rule repeats exactly in UTC, when it is obvious.
 
-    Only for a cron rule in a fixed-offset zone without exclusions: the smallest
-    unit above which every field is ``*`` (a restricted day of week: a week).
+    In a fixed-offset zone (UTC): the smallest unit above which every field is
+    ``*`` (a restricted day of week: a week). In a zone with DST, only a rule
+    for every minute of every hour and day under the default DST handling
+    (real time: a gap's minutes do not exist, a fold's run twice) repeats,
+    every minute of UTC. Never with exclusions.
     """
     if spec.cron is None or spec.exclude_dates:
-        return None
-    if spec.timezone not in _FIXED_ZONES and not spec.timezone.startswith("Etc/GMT"):
         return None
     fields = spec.cron.split()
     if len(fields) == 5:
@@ -209,6 +210,10 @@ def repeat_period(spec: ScheduleSpec) -> timedelta | None:
     _sec, minute, hour, dom, month, dow = fields
     if dom != "*" or month != "*":
         return None
+    fixed_zone = spec.timezone in _FIXED_ZONES or spec.timezone.startswith("Etc/GMT")
+    if not fixed_zone:
+        every_minute = minute == "*" and hour == "*" and dow in ("*", "?")
+        return timedelta(minutes=1) if every_minute and spec.dst is None else None
     if dow not in ("*", "?"):
         return timedelta(days=7)
     if hour != "*":

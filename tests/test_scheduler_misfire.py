@@ -200,5 +200,21 @@ def test_periodic_counting_of_cron_rules_matches_walking_them() -> None:
             walked.penultimate,
             walked.next,
         ), cron
+    # across both DST transitions of Berlin, every UTC minute (the fold's twice-lived
+    # wall minutes run at both instants): counting by period is exact
     berlin = ScheduleSpec(name="x", job_type="t", cron="* * * * *", timezone="Europe/Berlin")
-    assert repeat_period(berlin) is None  # DST: no exact period
+    assert repeat_period(berlin) == timedelta(minutes=1)
+    rule = compile_rule(berlin)
+    for day in (datetime(2026, 3, 28, tzinfo=UTC), datetime(2026, 10, 24, tzinfo=UTC)):
+        start = rule.next_after(day)
+        end = day + timedelta(days=2, seconds=30)
+        walked = scan(rule, start, end)
+        counted = scan(rule, start, end, period=timedelta(minutes=1))
+        assert walked.dst_count == 0
+        assert (counted.count, counted.last, counted.next) == (
+            walked.count,
+            walked.last,
+            walked.next,
+        )
+    hourly = ScheduleSpec(name="x", job_type="t", cron="0 * * * *", timezone="Europe/Berlin")
+    assert repeat_period(hourly) is None  # not obviously periodic: walked
