@@ -19,6 +19,10 @@ from typing import Protocol
 from shared.config.model import MisfirePolicy, ScheduleSpec
 
 _TINY = timedelta(microseconds=1)
+# At most this many occurrences are walked one by one to skip them in one
+# transaction (a calendar rule costs up to ~150 us each); a longer range is
+# recorded in several ledger rows, over several transactions.
+WALK_LIMIT = 20_000
 
 
 class OccurrenceLike(Protocol):
@@ -108,13 +112,15 @@ def scan(
     end: datetime,
     step: timedelta | None = None,
     period: timedelta | None = None,
+    limit: int | None = None,
 ) -> Span:
     """Count the occurrences from ``start`` (inclusive) up to ``end`` (exclusive).
 
     With ``step`` (a fixed interval: instants are ``start + k * step``) the count
     is arithmetic. With ``period`` (the rule repeats itself exactly every
     ``period``) one period is walked and multiplied. Otherwise the rule is
-    walked one occurrence at a time.
+    walked one occurrence at a time, at most ``limit`` of them: then
+    ``Span.next`` is still before ``end``.
     """
     if start is None or start.instant >= end:
         return Span(next=start)
@@ -130,13 +136,18 @@ def scan(
         )
     if period is not None and start.instant + 3 * period < end:
         return _scan_periodic(rule, start, end, period)
-    return _walk(rule, start, end)
+    return _walk(rule, start, end, limit)
 
 
-def _walk(rule: RuleLike, start: OccurrenceLike | None, end: datetime) -> Span:
+def _walk(
+    rule: RuleLike, start: OccurrenceLike | None, end: datetime, limit: int | None = None
+) -> Span:
+    """Walk ``[start, end)``; with ``limit``, stop after that many (``next`` is then < end)."""
     span = Span()
     occ = start
     while occ is not None and occ.instant < end:
+        if limit is not None and span.count + span.dst_count >= limit:
+            break
         if occ.skipped:
             span.dst_count += 1
             span.dst_first = span.dst_first or occ.instant
@@ -287,14 +298,14 @@ def plan_due(
     step = spec.every if spec.every is not None and not spec.exclude_dates else None
     period = repeat_period(spec)
     end_of_due = now + timedelta(microseconds=1)  # due: instant <= now
-    if spec.misfire is MisfirePolicy.CATCH_UP:
-        older = scan(rule, first, now - spec.catch_up_window, step, period)
+    if spec.misfire in (MisfirePolicy.CATCH_UP, MisfirePolicy.SKIP):
+        keep = spec.catch_up_window if spec.misfire is MisfirePolicy.CATCH_UP else spec.grace
+        cutoff = now - keep  # older than this: skipped
+        older = scan(rule, first, cutoff, step, period, limit=WALK_LIMIT)
         b.skip_span(older)
+        if older.next is not None and older.next.instant < cutoff:
+            return b.plan(older.next)  # walked as far as one transaction may: go on next time
         return b.plan(b.one_by_one(rule, older.next, now, budget))
-    if spec.misfire is MisfirePolicy.SKIP:
-        late = scan(rule, first, now - spec.grace, step, period)
-        b.skip_span(late)
-        return b.plan(b.one_by_one(rule, late.next, now, budget))
     # coalesce
     if first.instant >= now - spec.grace or budget < 1:
         return b.plan(b.one_by_one(rule, first, now, budget))

@@ -7,6 +7,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from scheduler.jitter import jitter_offset
 from scheduler.misfire import PlannedJob, plan_due, repeat_period, scan
 from scheduler.overlap import decide_overlap
@@ -218,3 +220,24 @@ def test_periodic_counting_of_cron_rules_matches_walking_them() -> None:
         )
     hourly = ScheduleSpec(name="x", job_type="t", cron="0 * * * *", timezone="Europe/Berlin")
     assert repeat_period(hourly) is None  # not obviously periodic: walked
+
+
+def test_a_long_walk_is_cut_into_bounded_steps_with_exact_totals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import scheduler.misfire as misfire
+
+    monkeypatch.setattr(misfire, "WALK_LIMIT", 100)
+    rule = Grid(MIN)  # walked: no step, no period given
+    s = ScheduleSpec(name="s", job_type="t", cron="0 * * * *", timezone="Europe/Berlin")
+    s = ScheduleSpec(**{**s.__dict__, "misfire": MisfirePolicy.SKIP})
+    now = T0 + timedelta(minutes=450, seconds=10)
+    occ: Occ | None = first(rule)
+    skipped, made, steps = 0, 0, 0
+    while occ is not None and occ.instant <= now:
+        plan = plan_due(rule, s, occ, now, 500)
+        skipped += plan.skipped
+        made += len(plan.jobs)
+        occ = plan.next  # type: ignore[assignment]
+        steps += 1
+    assert steps == 5 and skipped == 450 and made == 1
