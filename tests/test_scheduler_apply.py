@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -192,3 +193,15 @@ def test_a_file_without_job_types_may_name_stored_ones_only(engine: Engine, tmp_
         assert conn.execute(select(func.count()).select_from(schedules)).scalar_one() == 0
     only_schedules.write_text(only_schedules.read_text().replace("invoice", "report"))
     assert apply_file(engine, only_schedules).added == ("nightly", "other")
+
+
+def test_config_option_applies_the_file_first(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, V1)
+    assert main(["schedules", "--config", str(path), "--json", "--db", db_url]) == 0
+    out = capsys.readouterr()
+    assert "2 added" in out.err
+    assert [d["name"] for d in json.loads(out.out)] == ["a", "b"]
+    bad = write(tmp_path, "  x:\n    job_type: nope\n    every: 1m\n", "bad.yaml")
+    assert main(["pause", "a", "--config", str(bad), "--db", db_url]) == 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.common import EXIT_OK, UserError, add_db_option, open_database
+from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
+from cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
 from scheduler.control import ScheduleRemoved, UnknownSchedule, backfill
 from shared.timefmt import parse_instant, utc_key
 
@@ -24,6 +25,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--from", dest="start", required=True, metavar="ISO", help="inclusive")
     p.add_argument("--to", dest="end", required=True, metavar="ISO", help="exclusive")
     add_db_option(p)
+    add_config_option(p)
     p.set_defaults(func=run)
 
 
@@ -36,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
     if end <= start:
         raise UserError(f"--to {utc_key(end)} must be later than --from {utc_key(start)}")
     with open_database(args) as engine:
+        try:
+            apply_config_if_given(engine, args)
+        except BadScheduleFile as exc:
+            return print_problems(exc)
         try:
             result = backfill(engine, args.name, start, end)
         except (UnknownSchedule, ScheduleRemoved) as exc:

@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import RowMapping
 
-from cli.common import EXIT_OK, add_db_option, open_database
+from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
+from cli.common import EXIT_OK, add_config_option, add_db_option, open_database
 from shared.config.model import ScheduleSpec
 from shared.queries.schedule_skips import latest_by_reason, totals_by_reason
 from shared.queries.schedules import list_schedules
@@ -23,6 +24,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print a JSON list")
     add_db_option(p)
+    add_config_option(p)
     p.set_defaults(func=run)
 
 
@@ -108,10 +110,15 @@ def render(items: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_database(args) as engine, engine.begin() as conn:
-        rows = list_schedules(conn)
-        totals = totals_by_reason(conn)
-        latest = latest_by_reason(conn)
+    with open_database(args) as engine:
+        try:
+            apply_config_if_given(engine, args)
+        except BadScheduleFile as exc:
+            return print_problems(exc)
+        with engine.begin() as conn:
+            rows = list_schedules(conn)
+            totals = totals_by_reason(conn)
+            latest = latest_by_reason(conn)
     items = [describe(r, totals.get(r["name"], {}), latest.get(r["name"], {})) for r in rows]
     print(json.dumps(items, indent=2) if args.json else render(items))
     return EXIT_OK
