@@ -205,3 +205,24 @@ def test_config_option_applies_the_file_first(
     assert [d["name"] for d in json.loads(out.out)] == ["a", "b"]
     bad = write(tmp_path, "  x:\n    job_type: nope\n    every: 1m\n", "bad.yaml")
     assert main(["pause", "a", "--config", str(bad), "--db", db_url]) == 2
+
+
+def test_concurrent_applies_of_the_same_file_both_succeed(engine: Engine, tmp_path: Path) -> None:
+    import threading
+
+    path = write(tmp_path, V1)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            apply_file(engine, path, now=T0)
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    assert [r[0] for r in _table(engine)] == ["a", "b"]

@@ -242,8 +242,19 @@ def earliest_next_fire(conn: Connection) -> tuple[datetime | None, datetime]:
 # -- apply ------------------------------------------------------------------
 
 
+# pg_advisory_xact_lock key of `rota apply`: two applies at once run one after the other.
+_APPLY_LOCK_KEY = 0x726F7461  # "rota"
+
+
 def lock_all_schedules(conn: Connection) -> dict[str, RowMapping]:
-    """Every schedule row, locked for the apply transaction, by name."""
+    """Every schedule row, locked for the apply transaction, by name.
+
+    On PostgreSQL a transaction-scoped advisory lock first serialises concurrent
+    applies (row locks cannot cover rows that do not exist yet); on SQLite the
+    ``BEGIN IMMEDIATE`` write lock already does.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(_APPLY_LOCK_KEY)))
     rows = conn.execute(select(schedules).with_for_update()).mappings().all()
     return {r["name"]: r for r in rows}
 
