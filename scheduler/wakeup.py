@@ -25,6 +25,7 @@ log = logging.getLogger("rota.scheduler")
 
 # Sleep in slices so a stop request is seen promptly even without a notification.
 _SLICE_SECONDS = 0.25
+_RELISTEN_SECONDS = 10.0  # after a failed LISTEN connection, poll this long before retrying
 
 
 class Wakeup:
@@ -35,16 +36,20 @@ class Wakeup:
                 hide_password=False
             )
         self._conn: psycopg.Connection[Any] | None = None
+        self._retry_at = 0.0
 
     def _listen(self) -> psycopg.Connection[Any] | None:
         if self._dsn is None:
             return None
         if self._conn is not None and not self._conn.closed:
             return self._conn
+        if time.monotonic() < self._retry_at:
+            return None  # polling until the next attempt to listen
         try:
-            conn = psycopg.connect(self._dsn, autocommit=True)
+            conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=5)
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         except psycopg.Error as exc:
+            self._retry_at = time.monotonic() + _RELISTEN_SECONDS
             emit(log, "listen_failed", logging.WARNING, error=str(exc).strip().splitlines()[0])
             return None
         self._conn = conn
