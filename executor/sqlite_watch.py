@@ -31,7 +31,16 @@ class SqliteWatcher:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="rota-sqlite-watch", daemon=True)
+        """Take the baseline version now, so no commit after ``start`` can be missed."""
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            baseline = _version(conn)
+        except sqlite3.Error as exc:
+            log.warning("cannot watch %s for commits, polling only: %s", self._path, exc)
+            return
+        self._thread = threading.Thread(
+            target=self._loop, args=(conn, baseline), name="rota-sqlite-watch", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -39,21 +48,19 @@ class SqliteWatcher:
         if self._thread is not None:
             self._thread.join(timeout=1.0)
 
-    def _loop(self) -> None:
+    def _loop(self, conn: sqlite3.Connection, last: int) -> None:
         try:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            log.warning("cannot watch %s for commits, polling only: %s", self._path, exc)
-            return
-        try:
-            last = None
             while not self._stop.wait(CHECK_SECONDS):
                 try:
-                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    version = _version(conn)
                 except sqlite3.Error:
                     continue  # busy for a moment: look again at the next check
-                if last is not None and version != last:
+                if version != last:
                     self._wake.set()
-                last = version
+                    last = version
         finally:
             conn.close()
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])

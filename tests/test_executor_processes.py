@@ -51,16 +51,26 @@ class Executors:
         self.logdir = logdir
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *options: str) -> subprocess.Popen[bytes]:
-        log = open(self.logdir / f"executor-{len(self.procs)}.log", "wb")  # noqa: SIM115
+    def start(self, *options: str, ready: bool = False) -> subprocess.Popen[bytes]:
+        """Start one; with ``ready``, return once it runs (signal handlers installed)."""
+        path = self.logdir / f"executor-{len(self.procs)}.log"
+        log = open(path, "wb")  # noqa: SIM115
+        level = "INFO" if ready else "WARNING"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "executor", "--log-level", "WARNING", *options],
+            [sys.executable, "-m", "cli.main", "executor", "--log-level", level, *options],
             cwd=REPO_ROOT,
             env=subprocess_env(self.db_url),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         self.procs.append(proc)
+        if ready:
+            wait_for(
+                lambda: "event=executor_started" in path.read_text() or proc.poll() is not None,
+                timeout=30,
+                what="the executor to start",
+            )
+            assert proc.poll() is None, path.read_text()
         return proc
 
     def logs(self) -> str:
@@ -86,8 +96,11 @@ def test_several_processes_run_every_job_exactly_once(
     out = tmp_path / "runs.txt"
     spec = job_type("rec", handler=f"{H}:record")
     store_types(engine, spec)
+    procs = [
+        executors.start("--concurrency", "8", "--poll-interval", "0.1", ready=True)
+        for _ in range(3)
+    ]
     ids = add_jobs(engine, spec, 2000, args={"file": str(out)})
-    procs = [executors.start("--concurrency", "8", "--poll-interval", "0.1") for _ in range(3)]
     try:
         wait_for(
             lambda: set(states(engine).values()) == {"SUCCEEDED"},
