@@ -81,7 +81,7 @@ def until_stopped(ctx: Any) -> None:
             time.sleep(0.01)
     except BaseException as exc:
         if path:
-            _append(path, f"stopped {type(exc).__name__} {time.monotonic()}")
+            _append(path, f"stopped {type(exc).__name__} {time.monotonic()} {time.time()}")
         raise
 
 

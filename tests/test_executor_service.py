@@ -204,7 +204,7 @@ def test_expired_lease_of_non_idempotent_job_is_not_rerun_blindly(
     assert lines(out) == []
 
 
-def test_python_timeout_is_ambiguous_and_stops_renewing(
+def test_python_timeout_is_ambiguous_and_its_late_result_is_dropped(
     engine: Engine, start_executor: StartExecutor, tmp_path: Path
 ) -> None:
     spec = job_type(
@@ -216,10 +216,9 @@ def test_python_timeout_is_ambiguous_and_stops_renewing(
     store_types(engine, spec)
     out = tmp_path / "woke.txt"
     (job_id,) = add_jobs(engine, spec, args={"seconds": 1.5, "file": str(out)})
-    t0 = time.monotonic()
     start_executor()
     wait_for(in_state(engine, job_id, "FAILED"), what="FAILED")
-    assert time.monotonic() - t0 < 1.5  # written off at the timeout, not when the thread woke
+    assert lines(out) == []  # written off at the timeout, while the thread still sleeps
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "NEEDS_RECONCILE" and "TIMEOUT" in row["last_error_detail"]
     wait_for(lambda: lines(out) == ["woke"], what="the thread to finish")
@@ -377,14 +376,15 @@ def test_executor_that_cannot_renew_fences_itself(
     spec = job_type("long", handler=f"{H}:until_stopped", lease=timedelta(seconds=lease))
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    claimed_at = time.monotonic()
     start_executor(sweep_interval=60)
     wait_for(lambda: lines(out)[-1:] and lines(out)[-1].startswith("stopped"), what="a stop")
     stopped = lines(out)[-1].split()
     assert stopped[1] == "LeaseLost"
-    assert float(stopped[2]) - claimed_at < lease  # before the lease could pass to anyone
     row = job_row(engine, job_id)
     assert row["state"] == "RUNNING"  # nothing reported: the sweeper will take it back
+    # The handler stopped before the lease (never renewed) could pass to anyone.
+    # Same host, so the database clock and time.time() agree.
+    assert float(stopped[3]) < row["lease_expires_at"].timestamp()
 
 
 def test_shutdown_releases_what_does_not_finish(
