@@ -439,3 +439,30 @@ def test_new_job_wakes_an_idle_executor(engine: Engine, start_executor: StartExe
     (job_id,) = add_jobs(engine, spec)
     wait_for(in_state(engine, job_id, "SUCCEEDED"), timeout=5, what="SUCCEEDED")
     assert time.monotonic() - t0 < 5
+
+
+def test_ticks_can_be_driven_by_hand(engine: Engine, tmp_path: Path) -> None:
+    out = tmp_path / "log.txt"
+    quick = job_type("quick")
+    long = job_type("long", handler=f"{H}:until_stopped")
+    store_types(engine, quick, long)
+    (q,) = add_jobs(engine, quick)
+    ex = Executor(engine, concurrency=2, listen=False)
+    ex.start()
+    try:
+        assert ex.claim_once() == 1
+        assert ex.wait_idle(10)
+        assert job_row(engine, q)["state"] == "SUCCEEDED"
+        (lj,) = add_jobs(engine, long, args={"file": str(out)})
+        assert ex.claim_once() == 1
+        wait_for(lambda: lines(out), what="the handler to start")
+        assert ex.heartbeat_once() == 1
+        # An hour from now by the injected clock the lease has expired: the sweeper
+        # takes the job back, and the worker learns it lost the lease.
+        later = datetime.now(UTC) + timedelta(hours=1)
+        (swept,) = ex.sweep_once(now=later)
+        assert swept.job_id == lj and swept.state.value == "RETRY_WAIT"
+        assert ex.heartbeat_once() == 0
+        wait_for(lambda: lines(out)[-1].startswith("stopped LeaseLost"), what="LeaseLost")
+    finally:
+        ex.shutdown(drain_timeout=0)
