@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
+from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
@@ -26,6 +27,8 @@ from shared.timefmt import as_utc
 SEARCH_HORIZON = timedelta(days=366 * 50)
 _DAY = timedelta(days=1)
 _SAMPLE_STEP = timedelta(hours=1)
+_SECOND = timedelta(seconds=1)
+_HOUR_S = 3600
 
 
 class WallSource(Protocol):
@@ -50,8 +53,14 @@ class CalendarRule:
         wall_after = after.astimezone(self.zone).replace(tzinfo=None, fold=0)
         # An instant later than `after` can have an earlier wall time only by as
         # much as the offset drops after `after`.
-        start = wall_after - offset_spread(self.zone, after, after + 2 * _DAY)
-        start = start.replace(microsecond=0)
+        spread = offset_spread(self.zone, after, after + 2 * _DAY)
+        if spread:
+            start = (wall_after - spread).replace(microsecond=0)
+        else:
+            # The offset holds from `after` on: a wall time not after `after`'s
+            # own resolves to an instant not after `after`. Wall times are whole
+            # seconds, so the first one that can be later is the next second.
+            start = wall_after.replace(microsecond=0) + _SECOND
         horizon = start + SEARCH_HORIZON
         best: list[Candidate] = []
         stop_at: datetime | None = None
@@ -85,15 +94,22 @@ def offset_spread(zone: ZoneInfo, start: datetime, end: datetime) -> timedelta:
     """Largest minus smallest UTC offset of ``zone`` between two instants (hourly samples).
 
     Offsets change at most a few times a year and every change lasts far longer
-    than an hour, so hourly samples see every offset in the window.
+    than an hour, so hourly samples see every offset in the window. The window
+    is widened to whole hours (a wider window can only make the spread larger,
+    which the callers treat as a wider search) so that the answer can be kept:
+    every schedule of a zone asks about the same hours.
     """
+    first = int(start.timestamp()) // _HOUR_S
+    last = -(-int(end.timestamp()) // _HOUR_S)  # ceil
+    return _spread_of_hours(zone, first, last)
+
+
+@lru_cache(maxsize=4096)
+def _spread_of_hours(zone: ZoneInfo, first_hour: int, last_hour: int) -> timedelta:
+    """The spread over the whole hours ``first_hour`` .. ``last_hour`` (Unix hours), inclusive."""
     offsets: set[timedelta] = set()
-    t = start.astimezone(UTC)
-    while True:
-        offset = t.astimezone(zone).utcoffset()
+    for hour in range(first_hour, last_hour + 1):
+        offset = datetime.fromtimestamp(hour * _HOUR_S, zone).utcoffset()
         assert offset is not None
         offsets.add(offset)
-        if t >= end:
-            break
-        t = min(t + _SAMPLE_STEP, end)
     return max(offsets) - min(offsets)
