@@ -32,16 +32,17 @@ Replicas
     not all of them) with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL; on SQLite
     every transaction begins with ``BEGIN IMMEDIATE`` and the write lock
     serialises the replicas. The batch's jobs go in one INSERT ... ON CONFLICT
-    DO NOTHING RETURNING (``insert_occurrences_or_skip``) and its cursors move
-    in one UPDATE guarded by the ``next_fire_at`` it read
-    (``advance_cursors_if_unchanged``). Leadership is never the guard: any number
-    of replicas may run, and the unique key plus the locked cursor make every
-    occurrence one job. Between ticks a replica sleeps until the earliest
-    ``next_fire_at`` (at most ``max_sleep``, 1 s by default) and wakes at once
-    on PostgreSQL ``NOTIFY rota_schedules``, sent by apply, pause, resume and
-    trigger; SQLite replicas notice such changes within ``max_sleep``. A
-    stored definition that cannot be evaluated is logged (``schedule_failed``)
-    and looked at again a minute later; it never stops the other schedules.
+    DO NOTHING RETURNING (``insert_jobs_or_skip``, the statement every
+    producer uses) and its cursors move in one UPDATE guarded by the
+    ``next_fire_at`` it read (``advance_cursors_if_unchanged``). Leadership is
+    never the guard: any number of replicas may run, and the unique key plus
+    the locked cursor make every occurrence one job. Between ticks a replica
+    sleeps until the earliest ``next_fire_at`` (at most ``max_sleep``, 1 s by
+    default) and wakes at once on PostgreSQL ``NOTIFY rota_schedules``, sent
+    by apply, pause, resume and trigger; SQLite replicas notice such changes
+    within ``max_sleep``. A stored definition that cannot be evaluated is
+    logged (``schedule_failed``) and looked at again a minute later; it never
+    stops the other schedules.
 
 Misfires (``scheduler.misfire``, pure)
     An occurrence is late when ``now - instant > grace`` as the tick reaches it.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,16 +26,15 @@ from shared.config.model import JobTypeSpec, OverlapPolicy, ScheduleSpec
 from shared.events import emit
 from shared.queries.job_types import load_job_types
 from shared.queries.jobs_control import request_cancel
-from shared.queries.jobs_insert import NewJob
+from shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from shared.queries.jobs_read import unfinished_jobs_of_schedules
 from shared.queries.schedule_skips import SkipRecord, record_skips
 from shared.queries.schedules import (
     CursorAdvance,
     DueSchedule,
     advance_cursors_if_unchanged,
-    insert_occurrences_or_skip,
     load_definitions,
     lock_due_schedules,
-    unfinished_jobs_of_schedules,
 )
 from shared.timefmt import occurrence_key, utc_key
 
@@ -73,9 +72,13 @@ class TickResult:
 
 @dataclass
 class _Work:
-    """Everything one batch writes, and the events to log once it commits."""
+    """Everything one batch writes, and the events to log once it commits.
 
-    jobs: list[tuple[NewJob, PlannedJob]] = field(default_factory=list)
+    ``jobs`` and ``planned`` run in parallel: the row to insert and the plan it came from.
+    """
+
+    jobs: list[NewJob] = field(default_factory=list)
+    planned: list[PlannedJob] = field(default_factory=list)
     skips: list[SkipRecord] = field(default_factory=list)
     advances: list[CursorAdvance] = field(default_factory=list)
     cancel: list[uuid.UUID] = field(default_factory=list)
@@ -142,47 +145,24 @@ def materialize_batch(
     for row, spec, plan in planned:
         _plan_rows(work, row, spec, plan, unfinished.get(row.name, []), job_types)
 
-    inserted = insert_occurrences_or_skip(conn, [j for j, _ in work.jobs])
+    inserted = insert_jobs_or_skip(conn, work.jobs)
     last_job: dict[str, uuid.UUID] = {}
-    for job, pj in work.jobs:
-        assert job.schedule_name is not None and job.dedup_key is not None
-        if job.job_id in inserted:
-            result.created += 1
+    for job, pj in zip(work.jobs, work.planned, strict=True):
+        assert job.schedule_name is not None
+        made = job.job_id in inserted
+        if made:
             last_job[job.schedule_name] = job.job_id
+        if pj.covers_from is not None:
             folded = pj.folded()
             if folded is not None:
-                work.skips.append(_record(job.schedule_name, folded, job.job_id))
-                work.event(
-                    "occurrences_coalesced",
-                    schedule=job.schedule_name,
-                    job_id=job.job_id,
-                    dedup_key=job.dedup_key,
-                    covers_from=utc_key(folded.first),
-                    covers_count=pj.covers_count,
-                )
-            else:
-                work.event(
-                    "occurrence_created",
-                    schedule=job.schedule_name,
-                    job_id=job.job_id,
-                    dedup_key=job.dedup_key,
-                    run_after=job.run_after.isoformat() if job.run_after else None,
-                )
-        else:
-            result.conflicts += 1
-            folded = pj.folded()
-            if folded is not None:
-                work.skips.append(_record(job.schedule_name, folded, None))
-            work.event(
-                "occurrence_conflict",
-                schedule=job.schedule_name,
-                dedup_key=job.dedup_key,
-            )
+                work.skips.append(_record(job.schedule_name, folded, job.job_id if made else None))
+    result.created = len(inserted)
+    result.conflicts = len(work.jobs) - len(inserted)
     # The replaced runs: same statement and requester semantics as `rota cancel`.
     result.cancel_requested = sum(request_cancel(conn, j, now=now).changed for j in work.cancel)
     record_skips(conn, work.skips)
     advances = [
-        replace(a, last_job_id=last_job[a.name]) if a.name in last_job else a
+        a._replace(last_job_id=last_job[a.name]) if a.name in last_job else a
         for a in work.advances
     ]
     advance_cursors_if_unchanged(conn, advances)
@@ -193,8 +173,36 @@ def materialize_batch(
     def log_events() -> None:
         for name, level, fields in work.events:
             emit(log, name, level, **fields)
+        if log.isEnabledFor(logging.INFO):  # one event per occurrence, built only when logged
+            for job, pj in zip(work.jobs, work.planned, strict=True):
+                _log_occurrence(job, pj, job.job_id in inserted)
 
     return result, log_events
+
+
+def _log_occurrence(job: NewJob, pj: PlannedJob, made: bool) -> None:
+    folded = pj.folded()
+    if not made:
+        emit(log, "occurrence_conflict", schedule=job.schedule_name, dedup_key=job.dedup_key)
+    elif folded is not None:
+        emit(
+            log,
+            "occurrences_coalesced",
+            schedule=job.schedule_name,
+            job_id=job.job_id,
+            dedup_key=job.dedup_key,
+            covers_from=utc_key(folded.first),
+            covers_count=pj.covers_count,
+        )
+    else:
+        emit(
+            log,
+            "occurrence_created",
+            schedule=job.schedule_name,
+            job_id=job.job_id,
+            dedup_key=job.dedup_key,
+            run_after=job.run_after.isoformat() if job.run_after else None,
+        )
 
 
 def _plan_rows(
@@ -217,19 +225,28 @@ def _plan_rows(
             "job_type_missing", logging.WARNING, schedule=row.name, job_type=spec.job_type
         )
         job_type = JobTypeSpec(name=spec.job_type)
+    name = row.name
     for pj in decision.make:
-        job = NewJob.of_type(
-            job_type,
-            payload_ref=spec.payload_ref,
-            args=spec.args,
-            dedup_key=occurrence_key(row.name, pj.instant),
-            run_after=run_after(row.name, pj.instant, spec.jitter),
-            schedule_name=row.name,
-            scheduled_for=pj.instant,
-            covers_from=pj.covers_from,
-            covers_count=pj.covers_count,
+        instant = pj.instant
+        work.jobs.append(
+            NewJob(
+                job_type=job_type.name,
+                pool=job_type.pool,
+                max_attempts=job_type.max_attempts,
+                lease_seconds=job_type.lease.total_seconds(),
+                idempotent=job_type.idempotent,
+                priority=job_type.priority,
+                payload_ref=spec.payload_ref,
+                args=spec.args,
+                dedup_key=occurrence_key(name, instant),
+                run_after=run_after(name, instant, spec.jitter) if spec.jitter else instant,
+                schedule_name=name,
+                scheduled_for=instant,
+                covers_from=pj.covers_from,
+                covers_count=pj.covers_count,
+            )
         )
-        work.jobs.append((job, pj))
+        work.planned.append(pj)
     skips = (*plan.skips, *decision.skips)
     for skip in skips:
         work.skips.append(_record(row.name, skip, None))

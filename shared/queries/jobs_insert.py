@@ -9,14 +9,15 @@ replicas cannot both create it.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, literal, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, bindparam, func, select, text
+from sqlalchemy.dialects import sqlite
 
 from shared.config.model import JobTypeSpec
 from shared.models import jobs
@@ -59,47 +60,130 @@ class NewJob:
         )
 
 
-def _row(job: NewJob) -> dict[str, Any]:
-    return {
-        "job_id": job.job_id,
-        "job_type": job.job_type,
-        "pool": job.pool,
-        "state": "QUEUED",
-        "priority": job.priority,
-        "tenant": job.tenant,
-        "concurrency_key": job.concurrency_key,
-        "attempt_count": 0,
-        "max_attempts": job.max_attempts,
-        "lease_seconds": job.lease_seconds,
-        "idempotent": job.idempotent,
-        "payload_ref": job.payload_ref,
-        "args": dict(job.args) if job.args is not None else None,
-        "dedup_key": job.dedup_key,
-        "schedule_name": job.schedule_name,
-        "scheduled_for": job.scheduled_for,
-        "covers_from": job.covers_from,
-        "covers_count": job.covers_count,
-        "run_after": (db_now() if job.run_after is None else literal(job.run_after, UTCDateTime())),
-        "created_at": db_now(),
-        "updated_at": db_now(),
-    }
+# The columns a new job takes from ``NewJob``, with their PostgreSQL types.
+_COLUMNS = (
+    ("job_id", "uuid"),
+    ("job_type", "text"),
+    ("pool", "text"),
+    ("priority", "integer"),
+    ("tenant", "text"),
+    ("concurrency_key", "text"),
+    ("max_attempts", "integer"),
+    ("lease_seconds", "double precision"),
+    ("idempotent", "boolean"),
+    ("payload_ref", "text"),
+    ("args", "json"),
+    ("dedup_key", "text"),
+    ("schedule_name", "text"),
+    ("scheduled_for", "timestamptz"),
+    ("covers_from", "timestamptz"),
+    ("covers_count", "integer"),
+    ("run_after", "timestamptz"),
+)
+_NAMES = tuple(c for c, _ in _COLUMNS)
+_PG_INSERT = text(
+    f"""
+    INSERT INTO jobs ({", ".join(_NAMES)}, state, attempt_count, created_at, updated_at)
+    SELECT {", ".join(f"v.{c}" for c in _NAMES[:-1])}, coalesce(v.run_after, now()),
+           'QUEUED', 0, now(), now()
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+      AS v({", ".join(f"{c} {t}" for c, t in _COLUMNS)})
+    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING job_id
+    """
+)
+_SQLITE_INSERT = (
+    sqlite.insert(jobs)
+    .values(
+        state="QUEUED",
+        attempt_count=0,
+        run_after=func.coalesce(bindparam("v_run_after", type_=UTCDateTime()), db_now()),
+        created_at=db_now(),
+        updated_at=db_now(),
+    )
+    .on_conflict_do_nothing(
+        index_elements=[jobs.c.job_type, jobs.c.dedup_key],
+        index_where=jobs.c.dedup_key.is_not(None),
+    )
+    .returning(jobs.c.job_id)
+)
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: a job's instants must be aware")
+    return value.isoformat()
 
 
 def insert_jobs_or_skip(conn: Connection, new_jobs: Sequence[NewJob]) -> set[uuid.UUID]:
-    """Insert the jobs whose dedup key is new; return the ids of those inserted."""
+    """Insert the jobs whose ``(job_type, dedup_key)`` is new; return the ids of those inserted.
+
+    One statement, compiled once whatever the batch size, for every producer:
+    ``enqueue``, ``rota trigger`` / ``backfill`` and the scheduler's tick. On
+    PostgreSQL the rows travel as one JSON document (``jsonb_to_recordset``:
+    ``json.dumps`` is C, per-element array dumping is not); on SQLite
+    SQLAlchemy's "insertmanyvalues" pages them into multi-row INSERTs.
+    ``run_after=None`` is the database clock.
+    """
     if not new_jobs:
         return set()
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    stmt = (
-        insert(jobs)
-        .values([_row(j) for j in new_jobs])
-        .on_conflict_do_nothing(
-            index_elements=[jobs.c.job_type, jobs.c.dedup_key],
-            index_where=jobs.c.dedup_key.is_not(None),
-        )
-        .returning(jobs.c.job_id)
-    )
-    return set(conn.execute(stmt).scalars())
+    if conn.dialect.name == "postgresql":
+        rows = [
+            {
+                "job_id": str(j.job_id),
+                "job_type": j.job_type,
+                "pool": j.pool,
+                "priority": j.priority,
+                "tenant": j.tenant,
+                "concurrency_key": j.concurrency_key,
+                "max_attempts": j.max_attempts,
+                "lease_seconds": j.lease_seconds,
+                "idempotent": j.idempotent,
+                "payload_ref": j.payload_ref,
+                "args": j.args,
+                "dedup_key": j.dedup_key,
+                "schedule_name": j.schedule_name,
+                "scheduled_for": _iso(j.scheduled_for),
+                "covers_from": _iso(j.covers_from),
+                "covers_count": j.covers_count,
+                "run_after": _iso(j.run_after),
+            }
+            for j in new_jobs
+        ]
+        doc = json.dumps(rows, default=_json_default)
+        return set(conn.execute(_PG_INSERT, {"rows": doc}).scalars())
+    params = [
+        {
+            "job_id": j.job_id,
+            "job_type": j.job_type,
+            "pool": j.pool,
+            "priority": j.priority,
+            "tenant": j.tenant,
+            "concurrency_key": j.concurrency_key,
+            "max_attempts": j.max_attempts,
+            "lease_seconds": j.lease_seconds,
+            "idempotent": j.idempotent,
+            "payload_ref": j.payload_ref,
+            "args": dict(j.args) if j.args is not None else None,
+            "dedup_key": j.dedup_key,
+            "schedule_name": j.schedule_name,
+            "scheduled_for": j.scheduled_for,
+            "covers_from": j.covers_from,
+            "covers_count": j.covers_count,
+            "v_run_after": j.run_after,
+        }
+        for j in new_jobs
+    ]
+    return set(conn.execute(_SQLITE_INSERT, params).scalars())
+
+
+def _json_default(value: object) -> Any:
+    """``args`` may be any mapping (a frozen config view); only plain JSON goes out."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot send {type(value).__name__} as JSON")
 
 
 def job_id_by_dedup_key(conn: Connection, job_type: str, dedup_key: str) -> uuid.UUID | None:

@@ -1,4 +1,4 @@
-"""Read-only statements on ``jobs`` and ``job_attempts`` for status commands."""
+"""Read-only statements on ``jobs`` and ``job_attempts``: status commands, the overlap check."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from sqlalchemy import Connection, RowMapping, select
 
 from shared.models import job_attempts, jobs
 from shared.sqltime import db_now
+from shared.states import UNFINISHED
 
 
 def database_now(conn: Connection) -> datetime:
@@ -47,3 +48,20 @@ def get_attempts(conn: Connection, job_id: uuid.UUID) -> Sequence[RowMapping]:
         .mappings()
         .all()
     )
+
+
+def unfinished_jobs_of_schedules(
+    conn: Connection, names: Sequence[str]
+) -> dict[str, list[uuid.UUID]]:
+    """The job ids of each schedule's runs that are not in a terminal state."""
+    if not names:
+        return {}
+    rows = conn.execute(
+        select(jobs.c.schedule_name, jobs.c.job_id).where(
+            jobs.c.schedule_name.in_(names), jobs.c.state.in_(UNFINISHED)
+        )
+    ).all()
+    out: dict[str, list[uuid.UUID]] = {}
+    for name, job_id in rows:
+        out.setdefault(name, []).append(job_id)
+    return out

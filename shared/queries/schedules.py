@@ -1,4 +1,4 @@
-"""Statements on ``schedules`` (and the few reads/writes of a schedule's jobs).
+"""Statements on ``schedules``.
 
 Every statement is named for its guard. The scheduler locks due rows with
 ``lock_due_schedules`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; on SQLite the
@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -27,19 +26,15 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects import sqlite
 
 from shared.config.model import ScheduleSpec
-from shared.models import jobs, schedules
-from shared.queries.jobs_insert import NewJob
+from shared.models import schedules
 from shared.sqltime import UTCDateTime, db_now, now_or_db
-from shared.states import UNFINISHED
 
 NOTIFY_CHANNEL = "rota_schedules"
 
 
-@dataclass(frozen=True)
-class DueSchedule:
+class DueSchedule(NamedTuple):
     """A due schedule row, locked by this transaction."""
 
     name: str
@@ -48,8 +43,7 @@ class DueSchedule:
     next_fire_at: datetime
 
 
-@dataclass(frozen=True)
-class CursorAdvance:
+class CursorAdvance(NamedTuple):
     """How one locked schedule moves: its new high-water mark and next instant."""
 
     name: str
@@ -109,8 +103,9 @@ def lock_due_schedules(
     rows = conn.execute(stmt).all()
     if not rows:
         return [], None
-    due = [DueSchedule(r.name, r.definition_hash, r.cursor_at, r.next_fire_at) for r in rows]
-    return due, rows[0].clock
+    make = DueSchedule._make
+    due = [make(r[:4]) for r in rows]
+    return due, rows[0][4]
 
 
 def load_definitions(conn: Connection, names: Sequence[str]) -> dict[str, Mapping[str, Any]]:
@@ -170,25 +165,22 @@ _PG_ADVANCE = text(
 )
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
 def _advance_pg(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
     # One statement, compiled once, whatever the batch size: the rows travel as
     # one JSON document (json.dumps is C; per-element parameter dumping is not).
+    # Instants are aware (read from timestamptz or computed from them).
     rows = [
         {
-            "name": a.name,
-            "expected": a.expected_next_fire_at.isoformat(),
-            "cursor_at": a.cursor_at.isoformat(),
-            "next_fire_at": _iso(a.next_fire_at),
-            "last_fire_at": _iso(a.last_fire_at),
-            "last_job_id": str(a.last_job_id) if a.last_job_id else None,
-            "skipped_add": a.skipped_add,
-            "coalesced_add": a.coalesced_add,
+            "name": name,
+            "expected": expected.isoformat(),
+            "cursor_at": cursor.isoformat(),
+            "next_fire_at": None if nxt is None else nxt.isoformat(),
+            "last_fire_at": None if last_fire is None else last_fire.isoformat(),
+            "last_job_id": None if last_job is None else str(last_job),
+            "skipped_add": skipped,
+            "coalesced_add": coalesced,
         }
-        for a in advances
+        for name, expected, cursor, nxt, last_fire, last_job, skipped, coalesced in advances
     ]
     return int(conn.execute(_PG_ADVANCE, {"rows": json.dumps(rows)}).rowcount)
 
@@ -364,126 +356,3 @@ def record_manual_fire(conn: Connection, name: str, job_id: uuid.UUID, at: datet
         .where(schedules.c.name == name)
         .values(last_fire_at=at, last_job_id=job_id, updated_at=db_now())
     )
-
-
-# -- the jobs of a schedule ----------------------------------------------------
-
-_OCCURRENCE_COLUMNS = (
-    ("job_id", "uuid"),
-    ("job_type", "text"),
-    ("pool", "text"),
-    ("priority", "integer"),
-    ("tenant", "text"),
-    ("concurrency_key", "text"),
-    ("max_attempts", "integer"),
-    ("lease_seconds", "double precision"),
-    ("idempotent", "boolean"),
-    ("payload_ref", "text"),
-    ("args", "json"),
-    ("dedup_key", "text"),
-    ("schedule_name", "text"),
-    ("scheduled_for", "timestamptz"),
-    ("covers_from", "timestamptz"),
-    ("covers_count", "integer"),
-    ("run_after", "timestamptz"),
-)
-_PG_OCCURRENCE_INSERT = text(
-    f"""
-    INSERT INTO jobs ({", ".join(c for c, _ in _OCCURRENCE_COLUMNS)},
-                      state, attempt_count, created_at, updated_at)
-    SELECT {", ".join(f"v.{c}" for c, _ in _OCCURRENCE_COLUMNS)},
-           'QUEUED', 0, now(), now()
-    FROM jsonb_to_recordset(CAST(:rows AS jsonb))
-      AS v({", ".join(f"{c} {t}" for c, t in _OCCURRENCE_COLUMNS)})
-    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-    RETURNING job_id
-    """
-)
-
-
-def _occurrence_row(j: NewJob) -> dict[str, Any]:
-    assert j.run_after is not None and j.dedup_key is not None
-    return {
-        "job_id": j.job_id,
-        "job_type": j.job_type,
-        "pool": j.pool,
-        "priority": j.priority,
-        "tenant": j.tenant,
-        "concurrency_key": j.concurrency_key,
-        "max_attempts": j.max_attempts,
-        "lease_seconds": j.lease_seconds,
-        "idempotent": j.idempotent,
-        "payload_ref": j.payload_ref,
-        "args": dict(j.args) if j.args is not None else None,
-        "dedup_key": j.dedup_key,
-        "schedule_name": j.schedule_name,
-        "scheduled_for": j.scheduled_for,
-        "covers_from": j.covers_from,
-        "covers_count": j.covers_count,
-        "run_after": j.run_after,
-    }
-
-
-def _json_default(value: object) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"cannot send {type(value).__name__} as JSON")
-
-
-def insert_occurrences_or_skip(conn: Connection, new_jobs: Sequence[NewJob]) -> set[uuid.UUID]:
-    """Insert the occurrences' jobs whose ``(job_type, dedup_key)`` is new; return their ids.
-
-    Same semantics as ``jobs_insert.insert_jobs_or_skip``, for the scheduler's hot
-    path: a statement compiled once whatever the batch size. On PostgreSQL the
-    rows travel as one JSON document (``jsonb_to_recordset``); on SQLite SQLAlchemy's
-    "insertmanyvalues" pages the rows into multi-row INSERTs. Every job must
-    carry ``run_after`` and a ``dedup_key``.
-    """
-    if not new_jobs:
-        return set()
-    rows = [_occurrence_row(j) for j in new_jobs]
-    if conn.dialect.name == "postgresql":
-        doc = json.dumps(rows, default=_json_default)
-        return set(conn.execute(_PG_OCCURRENCE_INSERT, {"rows": doc}).scalars())
-    extra = {"state": "QUEUED", "attempt_count": 0}
-    result = conn.execute(_sqlite_occurrence_insert(), [{**r, **extra} for r in rows])
-    return set(result.scalars())
-
-
-_SQLITE_OCCURRENCE_INSERT: list[Any] = []
-
-
-def _sqlite_occurrence_insert() -> Any:
-    if not _SQLITE_OCCURRENCE_INSERT:
-        _SQLITE_OCCURRENCE_INSERT.append(
-            sqlite.insert(jobs)
-            .values(created_at=db_now(), updated_at=db_now())
-            .on_conflict_do_nothing(
-                index_elements=[jobs.c.job_type, jobs.c.dedup_key],
-                index_where=jobs.c.dedup_key.is_not(None),
-            )
-            .returning(jobs.c.job_id)
-        )
-    return _SQLITE_OCCURRENCE_INSERT[0]
-
-
-# -- the jobs of a schedule (overlap) -------------------------------------------
-
-
-def unfinished_jobs_of_schedules(
-    conn: Connection, names: Sequence[str]
-) -> dict[str, list[uuid.UUID]]:
-    """The job ids of each schedule's runs that are not in a terminal state."""
-    if not names:
-        return {}
-    rows = conn.execute(
-        select(jobs.c.schedule_name, jobs.c.job_id).where(
-            jobs.c.schedule_name.in_(names), jobs.c.state.in_(UNFINISHED)
-        )
-    ).all()
-    out: dict[str, list[uuid.UUID]] = {}
-    for name, job_id in rows:
-        out.setdefault(name, []).append(job_id)
-    return out
