@@ -9,7 +9,6 @@ occurrences' jobs, so an occurrence and the cursor that covers it commit togethe
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -23,7 +22,6 @@ from sqlalchemy import (
     bindparam,
     func,
     select,
-    text,
     update,
 )
 
@@ -147,8 +145,9 @@ def _advance_params(a: CursorAdvance) -> dict[str, Any]:
     }
 
 
-_PG_ADVANCE = text(
-    """
+# Driver SQL: each CursorAdvance field goes as one binary array (psycopg's
+# %(name)b, dumped in C), in CursorAdvance's field order.
+_PG_ADVANCE = """
     UPDATE schedules AS s
     SET cursor_at = v.cursor_at,
         next_fire_at = v.next_fire_at,
@@ -157,32 +156,31 @@ _PG_ADVANCE = text(
         skipped_count = s.skipped_count + v.skipped_add,
         coalesced_count = s.coalesced_count + v.coalesced_add,
         updated_at = now()
-    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS v(
-        name text, expected timestamptz, cursor_at timestamptz, next_fire_at timestamptz,
-        last_fire_at timestamptz, last_job_id uuid, skipped_add bigint, coalesced_add bigint)
+    FROM unnest(CAST(%(name)b AS text[]), CAST(%(expected)b AS timestamptz[]),
+                CAST(%(cursor_at)b AS timestamptz[]), CAST(%(next_fire_at)b AS timestamptz[]),
+                CAST(%(last_fire_at)b AS timestamptz[]), CAST(%(last_job_id)b AS uuid[]),
+                CAST(%(skipped_add)b AS bigint[]), CAST(%(coalesced_add)b AS bigint[]))
+      AS v(name, expected, cursor_at, next_fire_at, last_fire_at, last_job_id,
+           skipped_add, coalesced_add)
     WHERE s.name = v.name AND s.next_fire_at = v.expected
     """
+_PG_ADVANCE_PARAMS = (
+    "name",
+    "expected",
+    "cursor_at",
+    "next_fire_at",
+    "last_fire_at",
+    "last_job_id",
+    "skipped_add",
+    "coalesced_add",
 )
 
 
 def _advance_pg(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
-    # One statement, compiled once, whatever the batch size: the rows travel as
-    # one JSON document (json.dumps is C; per-element parameter dumping is not).
-    # Instants are aware (read from timestamptz or computed from them).
-    rows = [
-        {
-            "name": name,
-            "expected": expected.isoformat(),
-            "cursor_at": cursor.isoformat(),
-            "next_fire_at": None if nxt is None else nxt.isoformat(),
-            "last_fire_at": None if last_fire is None else last_fire.isoformat(),
-            "last_job_id": None if last_job is None else str(last_job),
-            "skipped_add": skipped,
-            "coalesced_add": coalesced,
-        }
-        for name, expected, cursor, nxt, last_fire, last_job, skipped, coalesced in advances
-    ]
-    return int(conn.execute(_PG_ADVANCE, {"rows": json.dumps(rows)}).rowcount)
+    # One statement whatever the batch size; the columns are the transposed
+    # tuples. Every instant is aware (read from timestamptz or computed from one).
+    params = dict(zip(_PG_ADVANCE_PARAMS, map(list, zip(*advances, strict=True)), strict=True))
+    return int(conn.exec_driver_sql(_PG_ADVANCE, params).rowcount)
 
 
 def _advance_executemany(conn: Connection, advances: Sequence[CursorAdvance]) -> int:
