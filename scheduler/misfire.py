@@ -295,19 +295,22 @@ def plan_due(
     b = _Builder(skip_reason)
     if first is None or first.instant > now:
         return b.plan(first)
+    catch_up = spec.misfire is MisfirePolicy.CATCH_UP
+    keep = spec.catch_up_window if catch_up else spec.grace
+    cutoff = now - keep  # older than this: skipped (catch_up, skip) or coalesced
+    if first.instant >= cutoff:  # the common case: nothing is late, run each one
+        return b.plan(b.one_by_one(rule, first, now, budget))
     step = spec.every if spec.every is not None and not spec.exclude_dates else None
     period = repeat_period(spec)
     end_of_due = now + timedelta(microseconds=1)  # due: instant <= now
-    if spec.misfire in (MisfirePolicy.CATCH_UP, MisfirePolicy.SKIP):
-        keep = spec.catch_up_window if spec.misfire is MisfirePolicy.CATCH_UP else spec.grace
-        cutoff = now - keep  # older than this: skipped
+    if catch_up or spec.misfire is MisfirePolicy.SKIP:
         older = scan(rule, first, cutoff, step, period, limit=WALK_LIMIT)
         b.skip_span(older)
         if older.next is not None and older.next.instant < cutoff:
             return b.plan(older.next)  # walked as far as one transaction may: go on next time
         return b.plan(b.one_by_one(rule, older.next, now, budget))
-    # coalesce
-    if first.instant >= now - spec.grace or budget < 1:
+    # coalesce: some are late (beyond grace)
+    if budget < 1:
         return b.plan(b.one_by_one(rule, first, now, budget))
     due = scan(rule, first, end_of_due, step, period)
     b.dst_span(due)

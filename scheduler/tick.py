@@ -226,6 +226,9 @@ def _plan_rows(
         )
         job_type = JobTypeSpec(name=spec.job_type)
     name = row.name
+    lease_seconds = job_type.lease.total_seconds()
+    newest_made: datetime | None = None
+    coalesced = 0
     for pj in decision.make:
         instant = pj.instant
         work.jobs.append(
@@ -233,7 +236,7 @@ def _plan_rows(
                 job_type=job_type.name,
                 pool=job_type.pool,
                 max_attempts=job_type.max_attempts,
-                lease_seconds=job_type.lease.total_seconds(),
+                lease_seconds=lease_seconds,
                 idempotent=job_type.idempotent,
                 priority=job_type.priority,
                 payload_ref=spec.payload_ref,
@@ -247,27 +250,32 @@ def _plan_rows(
             )
         )
         work.planned.append(pj)
-    skips = (*plan.skips, *decision.skips)
-    for skip in skips:
-        work.skips.append(_record(row.name, skip, None))
+        if newest_made is None or instant > newest_made:
+            newest_made = instant
+        if pj.covers_count:
+            coalesced += pj.covers_count - 1
+    skipped = 0
+    for skip in (*plan.skips, *decision.skips):
+        skipped += skip.count
+        work.skips.append(_record(name, skip, None))
         work.event(
             "occurrences_skipped",
-            schedule=row.name,
+            schedule=name,
             reason=skip.reason,
             first=utc_key(skip.first),
             last=utc_key(skip.last),
             count=skip.count,
         )
-    newest_made = max((pj.instant for pj in decision.make), default=None)
     work.advances.append(
         CursorAdvance(
-            name=row.name,
-            expected_next_fire_at=row.next_fire_at,
-            cursor_at=plan.cursor if plan.cursor is not None else _cursor_of(row),
-            next_fire_at=plan.next.instant if plan.next is not None else None,
-            last_fire_at=newest_made,
-            skipped_add=sum(s.count for s in skips),
-            coalesced_add=sum(pj.occurrences - 1 for pj in decision.make),
+            name,
+            row.next_fire_at,
+            plan.cursor if plan.cursor is not None else _cursor_of(row),
+            plan.next.instant if plan.next is not None else None,
+            newest_made,
+            None,
+            skipped,
+            coalesced,
         )
     )
 

@@ -101,8 +101,7 @@ def lock_due_schedules(
     rows = conn.execute(stmt).all()
     if not rows:
         return [], None
-    make = DueSchedule._make
-    due = [make(r[:4]) for r in rows]
+    due = [DueSchedule(name, h, cursor, nxt) for name, h, cursor, nxt, _ in rows]
     return due, rows[0][4]
 
 
