@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -50,6 +50,7 @@ class CronExpr:
 
     text: str
     fields: tuple[str, ...]
+    plain: PlainFields | None = None  # set by parse_cron when the fields allow
 
     @property
     def has_seconds(self) -> bool:
@@ -77,37 +78,10 @@ class CronExpr:
         it.set_current(start, force=True)
         return it
 
-    @cached_property
+    @property
     def plain_fields(self) -> PlainFields | None:
         """The expanded fields when they are plain numbers (no L, W, #), else None."""
-        it = self._template
-        if it.nth_weekday_of_month or it.nearest_weekday:
-            return None
-        expanded = it.expanded
-        if len(expanded) not in (5, 6):
-            return None
-        for values in expanded:
-            if values != ["*"] and not all(type(v) is int for v in values):
-                return None
-
-        def every(values: list[Any], lo: int, hi: int) -> tuple[int, ...]:
-            if values == ["*"]:
-                return tuple(range(lo, hi + 1))
-            return tuple(sorted(set(values)))
-
-        def restricted(values: list[Any], mod: int = 0) -> frozenset[int] | None:
-            if values == ["*"]:
-                return None
-            return frozenset(v % mod if mod else v for v in values)
-
-        return PlainFields(
-            seconds=every(expanded[5], 0, 59) if len(expanded) == 6 else (0,),
-            minutes=every(expanded[0], 0, 59),
-            hours=every(expanded[1], 0, 23),
-            days=restricted(expanded[2]),
-            months=restricted(expanded[3]),
-            weekdays=restricted(expanded[4], 7),
-        )
+        return self.plain
 
     @cached_property
     def _template(self) -> croniter:
@@ -120,7 +94,16 @@ class CronExpr:
 
 
 def parse_cron(text: str) -> CronExpr:
-    """Parse and check a cron expression; raises ``RuleError`` saying what is wrong."""
+    """Parse and check a cron expression; raises ``RuleError`` saying what is wrong.
+
+    Parsed once per distinct text: schedules sharing an expression share the
+    (immutable) result, which keeps the compiled rules of many schedules small.
+    """
+    return _parse_cron(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cron(text: str) -> CronExpr:
     stripped = text.strip()
     expanded = ALIASES.get(stripped.lower(), stripped)
     if expanded.startswith("@"):
@@ -132,14 +115,47 @@ def parse_cron(text: str) -> CronExpr:
             f"bad cron {text!r}: {len(fields)} fields; cron needs 5 "
             "(minute hour day-of-month month day-of-week) or 6 with seconds first"
         )
-    expr = CronExpr(text=stripped, fields=fields)
     try:
-        expr.iterator(_PROBE_START).get_next(datetime)
+        probe = croniter(
+            " ".join(fields), _PROBE_START, ret_type=datetime, second_at_beginning=len(fields) == 6
+        )
+        probe.get_next(datetime)
     except CroniterBadDateError:
         raise RuleError(f"bad cron {text!r}: it never matches any date") from None
     except (CroniterError, ValueError, KeyError, TypeError) as exc:
         raise RuleError(f"bad cron {text!r}: {exc}") from None
-    return expr
+    return CronExpr(text=stripped, fields=fields, plain=_plain_fields(probe))
+
+
+def _plain_fields(it: croniter) -> PlainFields | None:
+    """croniter's expanded fields when they are plain numbers (no L, W, #), else None."""
+    if it.nth_weekday_of_month or it.nearest_weekday:
+        return None
+    expanded = it.expanded
+    if len(expanded) not in (5, 6):
+        return None
+    for values in expanded:
+        if values != ["*"] and not all(type(v) is int for v in values):
+            return None
+
+    def every(values: list[Any], lo: int, hi: int) -> tuple[int, ...]:
+        if values == ["*"]:
+            return tuple(range(lo, hi + 1))
+        return tuple(sorted(set(values)))
+
+    def restricted(values: list[Any], mod: int = 0) -> frozenset[int] | None:
+        if values == ["*"]:
+            return None
+        return frozenset(v % mod if mod else v for v in values)
+
+    return PlainFields(
+        seconds=every(expanded[5], 0, 59) if len(expanded) == 6 else (0,),
+        minutes=every(expanded[0], 0, 59),
+        hours=every(expanded[1], 0, 23),
+        days=restricted(expanded[2]),
+        months=restricted(expanded[3]),
+        weekdays=restricted(expanded[4], 7),
+    )
 
 
 @dataclass(frozen=True)
