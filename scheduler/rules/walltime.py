@@ -127,6 +127,8 @@ def merge(candidates: Sequence[Candidate], zone: ZoneInfo) -> Occurrence:
     result runs if any of them runs, and its note names the wall times involved.
     """
     instant = candidates[0].instant
+    if len(candidates) == 1 and candidates[0].kind is WallKind.NORMAL:  # nothing to say
+        return Occurrence(instant=instant, local=instant.astimezone(zone), note=None)
     by_kind: dict[WallKind, list[datetime]] = {}
     for c in candidates:
         by_kind.setdefault(c.kind, []).append(c.wall)
