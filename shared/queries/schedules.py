@@ -162,6 +162,7 @@ _PG_ADVANCE = """
       AS v(name, expected, cursor_at, next_fire_at, last_fire_at, last_job_id,
            skipped_add, coalesced_add)
     WHERE s.name = v.name AND s.next_fire_at = v.expected
+      AND s.name = ANY(CAST(%(name)b AS text[]))
     """
 _PG_ADVANCE_PARAMS = (
     "name",
