@@ -15,7 +15,17 @@ Invariants:
 * A claim is one statement (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite:
   ``UPDATE ... WHERE job_id IN (SELECT ... LIMIT n) RETURNING`` under the write
   lock). It raises ``lease_generation`` and ``attempt_count`` by one, sets the
-  lease from the database clock, and opens one ``job_attempts`` row.
+  lease from the database clock, and opens one ``job_attempts`` row. On
+  PostgreSQL, with no ``tenant_limit`` and no keyed job waiting, it takes no
+  lock and runs in autocommit (``claim_unkeyed_jobs``); otherwise it runs in a
+  transaction after the claim advisory lock, so key and tenant counts are never
+  read stale by two claimers. Priority order is kept: the lock-free claim runs
+  only when no keyed job could be claimed (a keyed job that becomes claimable
+  during it waits for the next round).
+* Each loop (claim + sweep, outcome writer, heartbeat) holds one connection;
+  on PostgreSQL its single-statement writes run in autocommit (each statement
+  is atomic, every fence is inside it). An error drops the connection; the
+  next tick reconnects.
 * Every later write (outcome, heartbeat, progress, cancel acknowledgement,
   release) is fenced on job id + leased state + owner + ``lease_generation`` in
   the same statement. Zero rows matched means the lease was lost: the worker

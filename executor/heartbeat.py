@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from executor.lease import HeldJob
-from executor.transactions import Transactions
+from executor.transactions import LoopConnection
 from shared.queries.jobs_lease import renew_leases_if_held
 from shared.states import JobState
 
@@ -38,13 +38,13 @@ _RETRY_SECONDS = 0.5
 class Heartbeat:
     def __init__(
         self,
-        tx: Transactions,
+        db: LoopConnection,
         owner: str,
         held: Callable[[], Iterable[HeldJob]],
         on_lost: Callable[[HeldJob, str], None],
         on_timeout: Callable[[HeldJob], None],
     ) -> None:
-        self._tx = tx
+        self._db = db
         self._owner = owner
         self._held = held
         self._on_lost = on_lost
@@ -61,6 +61,7 @@ class Heartbeat:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        self._db.close()
 
     def _loop(self) -> None:
         while not self._stop.wait(TICK_SECONDS):
@@ -103,7 +104,7 @@ class Heartbeat:
         renewals = [h.renewal() for h in due]
         sent_at = time.monotonic()
         try:
-            with self._tx.begin() as conn:
+            with self._db.statement() as conn:  # one statement, fenced per row
                 result = renew_leases_if_held(conn, owner=self._owner, renewals=renewals, now=now)
         except Exception as exc:  # database unreachable: the local deadlines protect us
             self._retry_at = time.monotonic() + _RETRY_SECONDS

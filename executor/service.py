@@ -35,10 +35,10 @@ from executor.lease import HeldJob, StopReason
 from executor.listener import Listener
 from executor.runner import run_held_job
 from executor.sqlite_watch import SqliteWatcher
-from executor.transactions import Transactions
+from executor.transactions import LoopConnection
 from executor.writer import OutcomeWriter
 from shared.events import emit
-from shared.queries.jobs_claim import claim_due_jobs
+from shared.queries.jobs_claim import ClaimedJob, claim_limited_jobs, claim_unkeyed_jobs
 from shared.queries.jobs_lease import Swept, sweep_expired_leases
 from shared.queries.jobs_notify import notify_claimable
 from shared.queries.jobs_outcome import Finish
@@ -101,10 +101,18 @@ class Executor:
         self._draining = False
         self._started = False
         self.claim_rounds = 0  # claim statements run so far (tests wait on it)
-        self._tx = Transactions(engine)
-        self._writer = OutcomeWriter(self._tx, self.worker_id, self._on_written)
+        # One held connection per loop; on SQLite they queue on one process lock.
+        sqlite_lock = threading.Lock()
+        self._claim_db = LoopConnection(engine, sqlite_lock)
+        self._writer = OutcomeWriter(
+            LoopConnection(engine, sqlite_lock), self.worker_id, self._on_written
+        )
         self._heartbeat = Heartbeat(
-            self._tx, self.worker_id, self.held_jobs, self._on_lost, self._on_timeout
+            LoopConnection(engine, sqlite_lock),
+            self.worker_id,
+            self.held_jobs,
+            self._on_lost,
+            self._on_timeout,
         )
         self._listener: Listener | SqliteWatcher | None = None
         if listen and engine.dialect.name == "postgresql":
@@ -208,6 +216,7 @@ class Executor:
             self._listener.stop()
         for _ in self._slot_threads:
             self._slots.put(None)
+        self._claim_db.close()
         emit(log, "executor_stopped", worker_id=self.worker_id)
 
     # -- ticks -----------------------------------------------------------------
@@ -225,15 +234,23 @@ class Executor:
         if limit <= 0:
             return 0
         sent_at = time.monotonic()
-        with self._tx.begin() as conn:
-            claimed = claim_due_jobs(
-                conn,
-                owner=self.worker_id,
-                pools=self.pools,
-                limit=limit,
-                tenant_limit=self.tenant_limit,
-                now=now,
-            )
+        claimed: list[ClaimedJob] | None = None
+        if self.tenant_limit is None:
+            # Nothing to count: one lock-free statement (None: a keyed job waits).
+            with self._claim_db.statement() as conn:
+                claimed = claim_unkeyed_jobs(
+                    conn, owner=self.worker_id, pools=self.pools, limit=limit, now=now
+                )
+        if claimed is None:
+            with self._claim_db.begin() as conn:
+                claimed = claim_limited_jobs(
+                    conn,
+                    owner=self.worker_id,
+                    pools=self.pools,
+                    limit=limit,
+                    tenant_limit=self.tenant_limit,
+                    now=now,
+                )
         self.claim_rounds += 1
         for c in claimed:
             held = HeldJob(c, self._types.get(c.job_type), renewed_at=sent_at)
@@ -254,9 +271,10 @@ class Executor:
 
     def sweep_once(self, now: datetime | None = None) -> list[Swept]:
         """Take back expired leases (any executor's); safe to run concurrently."""
-        with self._tx.begin() as conn:
+        with self._claim_db.statement() as conn:
             swept = sweep_expired_leases(conn, now=now)
-            if any(s.state is JobState.RETRY_WAIT for s in swept):
+        if any(s.state is JobState.RETRY_WAIT for s in swept):
+            with self._claim_db.statement() as conn:
                 notify_claimable(conn)
         for s in swept:
             emit(

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 
 from executor.lease import HeldJob
-from executor.transactions import Transactions
+from executor.transactions import LoopConnection
 from shared.queries.jobs_notify import notify_claimable
 from shared.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
 from shared.states import JobState
@@ -32,8 +32,8 @@ DoneCallback = Callable[[HeldJob, Finish, JobState | None], None]
 
 
 class OutcomeWriter:
-    def __init__(self, tx: Transactions, owner: str, on_done: DoneCallback) -> None:
-        self._tx = tx
+    def __init__(self, db: LoopConnection, owner: str, on_done: DoneCallback) -> None:
+        self._db = db
         self._owner = owner
         self._on_done = on_done
         self._pending: deque[tuple[HeldJob, Finish]] = deque()
@@ -59,6 +59,7 @@ class OutcomeWriter:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
+        self._db.close()
 
     def wait_idle(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -103,9 +104,11 @@ class OutcomeWriter:
 
     def _write(self, batch: list[tuple[HeldJob, Finish]]) -> None:
         finishes = [f for _, f in batch]
-        with self._tx.begin() as conn:
+        # One statement on PostgreSQL (autocommit), fenced per row.
+        with self._db.statement() as conn:
             results = finish_if_lease_held(conn, owner=self._owner, finishes=finishes)
-            if any(isinstance(r, Finished) and r.state is JobState.QUEUED for r in results):
+        if any(isinstance(r, Finished) and r.state is JobState.QUEUED for r in results):
+            with self._db.statement() as conn:
                 notify_claimable(conn)
         for (held, finish), result in zip(batch, results, strict=True):
             self._on_done(held, finish, result.state if isinstance(result, Finished) else None)

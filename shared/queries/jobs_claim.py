@@ -14,9 +14,18 @@ checked inside the claim itself:
 * with ``tenant_limit``, at most that many running jobs per ``tenant``.
 
 On PostgreSQL the candidate rows are locked with ``FOR UPDATE SKIP LOCKED``, so
-claimers never take the same row, and the claim transaction first takes a
-transaction-scoped advisory lock so the "how many are running" checks of two
-claimers cannot both read the same count. On SQLite the claim is a single
+claimers never take the same row. The "how many are running" checks of keys
+and tenants need more: two claimers must not both read the same count, so the
+*limited* claim first takes a transaction-scoped advisory lock (held until
+COMMIT: one limited claim at a time). Most claims need no count: with no
+``tenant_limit`` and no keyed job waiting (due, in the pools, its key not
+running), ``claim_unkeyed_jobs`` claims jobs without a key in ONE statement
+that takes no advisory lock, runs in autocommit and opens the attempt rows
+itself; the keyed check is part of that statement (a partial index of
+claimable keyed jobs keeps it to an index probe). When a keyed job waits it
+returns None and the caller runs the limited claim, which orders keyed and
+plain jobs together by priority. A keyed job that becomes claimable while an
+unkeyed claim runs waits for the next round. On SQLite the claim is a single
 ``UPDATE ... WHERE job_id IN (SELECT ... LIMIT n) RETURNING`` inside a
 ``BEGIN IMMEDIATE`` transaction: the write lock serialises claimers (SKIP
 LOCKED does not exist there and is never relied on).
@@ -160,6 +169,66 @@ def _pg_claim(n_pools: int) -> TextClause:
 
 _PG_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 
+# The claimable keyed jobs a limited claim could take now (keys not running).
+_KEYED_WAITING = f"""
+    SELECT EXISTS (
+        SELECT 1 FROM jobs w
+        WHERE w.state IN ('QUEUED', 'RETRY_WAIT')
+          AND w.concurrency_key IS NOT NULL
+          AND w.pool IN ({{pools}})
+          AND w.run_after <= {PG_NOW}
+          AND w.attempt_count < w.max_attempts
+          AND NOT EXISTS (
+                SELECT 1 FROM jobs k
+                WHERE k.concurrency_key = w.concurrency_key AND k.state IN {_LEASED}))"""
+
+
+@cache
+def _pg_claim_unkeyed(n_pools: int) -> TextClause:
+    """One statement: nothing keyed waiting -> claim unkeyed jobs; always one row back.
+
+    The first column says whether a keyed job waits (then nothing was claimed);
+    the claimed jobs follow, or one row of NULLs when none was.
+    """
+    pools = _pools_sql(n_pools)
+    return text(f"""
+        WITH keyed AS MATERIALIZED ({_KEYED_WAITING.format(pools=pools)} AS waiting),
+        picked AS (
+            SELECT c.job_id FROM jobs c
+            WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
+              AND c.concurrency_key IS NULL
+              AND c.pool IN ({pools})
+              AND c.run_after <= {PG_NOW}
+              AND c.attempt_count < c.max_attempts
+              AND NOT (SELECT waiting FROM keyed)
+            ORDER BY {_ORDER}
+            LIMIT :limit
+            FOR UPDATE OF c SKIP LOCKED
+        ),
+        claimed AS (
+            UPDATE jobs AS j
+            SET state = 'RUNNING',
+                lease_owner = :owner,
+                lease_expires_at = {pg_now_plus("j.lease_seconds")},
+                lease_generation = j.lease_generation + 1,
+                attempt_count = j.attempt_count + 1,
+                started_at = {PG_NOW},
+                heartbeat_at = {PG_NOW},
+                updated_at = {PG_NOW}
+            FROM picked
+            WHERE j.job_id = picked.job_id
+              AND j.state IN ('QUEUED', 'RETRY_WAIT')
+            RETURNING j.*
+        ),
+        opened AS (
+            INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
+            SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
+        )
+        SELECT keyed.waiting, {", ".join("claimed." + c.strip() for c in _RETURNED.split(","))}
+        FROM keyed LEFT JOIN claimed ON TRUE
+        ORDER BY {", ".join("claimed." + c.strip() for c in _ORDER.split(","))}
+    """)
+
 
 @cache
 def _sqlite_claim(n_pools: int) -> TextClause:
@@ -186,6 +255,51 @@ _SQLITE_OPEN_ATTEMPTS = text("""
 """)
 
 
+def _params(
+    conn: Connection,
+    owner: str,
+    pools: Sequence[str],
+    limit: int,
+    tenant_limit: int | None,
+    now: datetime | None,
+    scan: int | None,
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "owner": owner,
+        "limit": limit,
+        "scan": scan if scan is not None else max(4 * limit, 32),
+        "tenant_limit": tenant_limit,
+        "now": bind_now(conn, now),
+    }
+    params.update({f"pool{i}": p for i, p in enumerate(pools)})
+    return params
+
+
+def claim_unkeyed_jobs(
+    conn: Connection,
+    *,
+    owner: str,
+    pools: Sequence[str],
+    limit: int,
+    now: datetime | None = None,
+) -> list[ClaimedJob] | None:
+    """PostgreSQL: claim up to ``limit`` jobs without a concurrency key, taking no lock.
+
+    One statement (safe in autocommit: it is atomic on its own). Returns None
+    when a keyed job waits, or on SQLite: then claim with ``claim_due_jobs``.
+    Only for claimers without a ``tenant_limit``.
+    """
+    if not is_pg(conn):
+        return None
+    if limit <= 0 or not pools:
+        return []
+    params = _params(conn, owner, pools, limit, None, now, None)
+    rows = conn.execute(_pg_claim_unkeyed(len(pools)), params).all()
+    if rows[0][0]:
+        return None
+    return [_claimed(r[1:]) for r in rows if r[1] is not None]
+
+
 def claim_due_jobs(
     conn: Connection,
     *,
@@ -196,17 +310,37 @@ def claim_due_jobs(
     now: datetime | None = None,
     scan: int | None = None,
 ) -> list[ClaimedJob]:
-    """Claim up to ``limit`` due jobs for ``owner``; call inside a transaction."""
+    """Claim up to ``limit`` due jobs for ``owner``; call inside a transaction.
+
+    On PostgreSQL without ``tenant_limit`` this is the lock-free
+    ``claim_unkeyed_jobs`` unless a keyed job waits, else ``claim_limited_jobs``.
+    """
+    if tenant_limit is None:
+        unkeyed = claim_unkeyed_jobs(conn, owner=owner, pools=pools, limit=limit, now=now)
+        if unkeyed is not None:
+            return unkeyed
+    return claim_limited_jobs(
+        conn, owner=owner, pools=pools, limit=limit, tenant_limit=tenant_limit, now=now, scan=scan
+    )
+
+
+def claim_limited_jobs(
+    conn: Connection,
+    *,
+    owner: str,
+    pools: Sequence[str],
+    limit: int,
+    tenant_limit: int | None = None,
+    now: datetime | None = None,
+    scan: int | None = None,
+) -> list[ClaimedJob]:
+    """Claim keyed and plain jobs together, counting keys and tenants; in a transaction.
+
+    PostgreSQL: takes the claim advisory lock first (held until COMMIT).
+    """
     if limit <= 0 or not pools:
         return []
-    params: dict[str, Any] = {
-        "owner": owner,
-        "limit": limit,
-        "scan": scan if scan is not None else max(4 * limit, 32),
-        "tenant_limit": tenant_limit,
-        "now": bind_now(conn, now),
-    }
-    params.update({f"pool{i}": p for i, p in enumerate(pools)})
+    params = _params(conn, owner, pools, limit, tenant_limit, now, scan)
     if is_pg(conn):
         conn.execute(_PG_LOCK, {"key": CLAIM_LOCK_KEY})
         rows = conn.execute(_pg_claim(len(pools)), params).all()
