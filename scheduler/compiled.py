@@ -25,6 +25,7 @@ class CompiledSchedules:
         self._capacity = capacity
         self._cache: dict[str, tuple[ScheduleSpec, Rule]] = {}
         self._next: dict[tuple[str, datetime], OccurrenceLike] = {}
+        self.compiled_count = 0  # definitions compiled so far (the service watches it)
 
     def knows(self, definition_hash: str) -> bool:
         return definition_hash in self._cache
@@ -42,6 +43,7 @@ class CompiledSchedules:
         if len(self._cache) >= self._capacity:
             del self._cache[next(iter(self._cache))]  # the oldest
         self._cache[definition_hash] = compiled
+        self.compiled_count += 1
         return compiled
 
     def first_due(

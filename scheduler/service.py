@@ -14,6 +14,7 @@ A database error is logged and retried after a pause; it never stops the loop.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from datetime import datetime
@@ -39,6 +40,11 @@ ERROR_PAUSE_SECONDS = 1.0
 # A tick stops after this many batches and lets the loop come back, so a huge
 # backlog never keeps a replica from seeing a stop request.
 MAX_BATCHES_PER_TICK = 1000
+# Compiled rules are many long-lived objects, and the cyclic GC traverses all
+# of them in every full collection (~70 ms with 10,000 compiled rules, about
+# once per tick of 10,000 occurrences). Once this many rules were compiled
+# since the last time, they are collected once and frozen out of its reach.
+FREEZE_AFTER_COMPILED = 1000
 
 
 class SchedulerService:
@@ -55,6 +61,7 @@ class SchedulerService:
         self.batch_jobs = batch_jobs
         self.max_sleep = max_sleep
         self._compiled = CompiledSchedules()
+        self._frozen_at = 0
 
     def run_once(
         self, now: datetime | None = None, stop: threading.Event | None = None
@@ -76,7 +83,19 @@ class SchedulerService:
                 break
             if stop is not None and stop.is_set():
                 break
+        if self._compiled.compiled_count - self._frozen_at >= FREEZE_AFTER_COMPILED:
+            self._freeze_compiled()
         return total
+
+    def _freeze_compiled(self) -> None:
+        """Move the long-lived heap (the compiled rules) out of the cyclic GC's full passes.
+
+        One collection first, so no cyclic garbage is frozen; frozen objects
+        are still freed as usual when their last reference goes.
+        """
+        gc.collect()
+        gc.freeze()
+        self._frozen_at = self._compiled.compiled_count
 
     def seconds_until_due(self) -> float:
         with self.engine.begin() as conn:
