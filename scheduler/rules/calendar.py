@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo
@@ -61,6 +61,9 @@ class CalendarRule:
             # own resolves to an instant not after `after`. Wall times are whole
             # seconds, so the first one that can be later is the next second.
             start = wall_after.replace(microsecond=0) + _SECOND
+            steady = self._steady_next(after, start, wall_after + 2 * _DAY)
+            if steady is not None:
+                return steady
         horizon = start + SEARCH_HORIZON
         best: list[Candidate] = []
         stop_at: datetime | None = None
@@ -88,6 +91,25 @@ class CalendarRule:
             if stop_at is not None and wall >= stop_at:
                 break
         return merge(best, self.zone) if best else None
+
+    def _steady_next(self, after: datetime, start: datetime, until: datetime) -> Occurrence | None:
+        """The common case, when the offset holds over the two days after ``after``.
+
+        Then wall times map to instants one to one and in order over those two
+        days, so the first wall time from ``start`` (up to ``until``, two days
+        on) is the answer if it exists exactly once and is not excluded. None:
+        take the general walk.
+        """
+        wall = next(iter(self.walls.walls_from(start, until)), None)
+        if wall is None or wall.date() in self.exclude_dates:
+            return None
+        early = wall.replace(tzinfo=self.zone, fold=0)
+        if early.utcoffset() != wall.replace(tzinfo=self.zone, fold=1).utcoffset():
+            return None  # in a gap or a fold: the policy decides
+        instant = early.astimezone(UTC)
+        if instant <= after:
+            return None
+        return Occurrence(instant=instant, local=instant.astimezone(self.zone), note=None)
 
 
 def offset_spread(zone: ZoneInfo, start: datetime, end: datetime) -> timedelta:
