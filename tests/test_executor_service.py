@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, text, update
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from executor.service import Executor
 from shared.config.model import Backoff, JobTypeSpec
@@ -29,6 +29,7 @@ from tests.executor_support import (
     attempt_rows,
     job_row,
     job_type,
+    states,
     store_types,
     wait_for,
 )
@@ -464,5 +465,43 @@ def test_ticks_can_be_driven_by_hand(engine: Engine, tmp_path: Path) -> None:
         assert swept.job_id == lj and swept.state.value == "RETRY_WAIT"
         assert ex.heartbeat_once() == 0
         wait_for(lambda: lines(out)[-1].startswith("stopped LeaseLost"), what="LeaseLost")
+    finally:
+        ex.shutdown(drain_timeout=0)
+
+
+def _drop_loop_connections(engine: Engine, ex: Executor) -> None:
+    """What a database restart does to the executor's held connections."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            conn.commit()
+        return
+    for db in (ex._claim_db, ex._writer._db):
+        held = db._conn
+        assert held is not None
+        held.connection.dbapi_connection.close()  # type: ignore[union-attr]
+
+
+def test_loops_reconnect_after_losing_their_connections(engine: Engine) -> None:
+    quick = job_type("quick")
+    store_types(engine, quick)
+    ex = Executor(engine, concurrency=4, listen=False)
+    ex.start()
+    try:
+        add_jobs(engine, quick)
+        assert ex.claim_once() == 1
+        assert ex.wait_idle(10)
+        _drop_loop_connections(engine, ex)
+        ids = add_jobs(engine, quick, 3)
+        with pytest.raises(DBAPIError):
+            ex.claim_once()  # the dead connection fails once and is dropped
+        assert ex.claim_once() == 3  # a new one
+        assert ex.wait_idle(10)  # the writer's first try failed too; it retried
+        assert set(states(engine, ids).values()) == {"SUCCEEDED"}
     finally:
         ex.shutdown(drain_timeout=0)

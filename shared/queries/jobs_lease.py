@@ -96,15 +96,16 @@ def _pg_renew() -> TextClause:
 @cache
 def _sqlite_renew() -> TextClause:
     return text(f"""
-        UPDATE jobs SET {_renew_set("jobs", SQLITE_NOW, sqlite_now_plus("jobs.lease_seconds"))}
-        FROM (
+        WITH b AS MATERIALIZED (
             SELECT json_extract(value, '$.id') AS job_id,
                    json_extract(value, '$.gen') AS gen,
                    json_extract(value, '$.stage') AS stage,
                    json_extract(value, '$.done') AS done,
                    json_extract(value, '$.total') AS total
             FROM json_each(:batch)
-        ) AS b
+        )
+        UPDATE jobs SET {_renew_set("jobs", SQLITE_NOW, sqlite_now_plus("jobs.lease_seconds"))}
+        FROM b
         WHERE {_renew_fence("jobs", SQLITE_NOW)}
         RETURNING jobs.job_id, jobs.state
     """)

@@ -5,7 +5,11 @@ retry, failure, cancel acknowledgement, graceful release). Each row of the
 batch is fenced on its own: the job must still be in RUNNING or
 CANCEL_REQUESTED, owned by this worker, at the generation the worker claimed.
 The attempt's ``job_attempts`` row is closed in the same statement on
-PostgreSQL (a data-modifying CTE) and the same transaction on SQLite. The ids
+PostgreSQL (a data-modifying CTE) and the same transaction on SQLite. On
+PostgreSQL a batch of plain successes (the common case) takes a narrower
+statement with two arrays (ids, generations) instead of nine; the fence is the
+same. On SQLite the batch is materialised first, so each row is found by its
+primary key (not every held row matched against the whole batch). The ids
 that are *not* returned lost their lease: the caller reports nothing more
 for them: ``finish_if_lease_held`` returns a ``LeaseLost`` for each of them.
 
@@ -146,10 +150,53 @@ def _pg_finish() -> TextClause:
 
 
 @cache
+def _pg_succeed() -> TextClause:
+    """The common case, plain successes: two arrays instead of nine, same fence."""
+    return text(f"""
+        WITH b AS (
+            SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:gens AS bigint[])) AS b(job_id, gen)
+        ),
+        done AS (
+            UPDATE jobs AS j
+            SET state = 'SUCCEEDED',
+                lease_owner = NULL,
+                lease_expires_at = NULL,
+                needs_reconcile = FALSE,
+                finished_at = {PG_NOW},
+                updated_at = {PG_NOW}
+            FROM b
+            WHERE j.job_id = b.job_id
+              AND j.lease_generation = b.gen
+              AND j.lease_owner = :owner
+              AND j.state IN ('RUNNING', 'CANCEL_REQUESTED')
+            RETURNING j.job_id, j.lease_generation, j.state
+        ),
+        closed AS (
+            UPDATE job_attempts AS a
+            SET ended_at = {PG_NOW}, outcome = 'SUCCEEDED', error_code = NULL, error_detail = NULL
+            FROM done
+            WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
+        )
+        SELECT job_id, state FROM done
+    """)
+
+
+def _plain_success(f: Finish) -> bool:
+    return (
+        f.state is JobState.SUCCEEDED
+        and f.outcome is AttemptOutcome.SUCCEEDED
+        and f.error_code is None
+        and f.error_detail is None
+        and f.delay_seconds is None
+        and not f.refund
+        and f.needs_reconcile is False
+    )
+
+
+@cache
 def _sqlite_finish() -> TextClause:
     return text(f"""
-        UPDATE jobs SET {_set_clause("jobs", SQLITE_NOW, sqlite_now_plus("b.delay"))}
-        FROM (
+        WITH b AS MATERIALIZED (
             SELECT json_extract(value, '$.id') AS job_id,
                    json_extract(value, '$.gen') AS gen,
                    json_extract(value, '$.target') AS target,
@@ -159,7 +206,9 @@ def _sqlite_finish() -> TextClause:
                    json_extract(value, '$.refund') AS refund,
                    json_extract(value, '$.reconcile') AS reconcile
             FROM json_each(:batch)
-        ) AS b
+        )
+        UPDATE jobs SET {_set_clause("jobs", SQLITE_NOW, sqlite_now_plus("b.delay"))}
+        FROM b
         WHERE {_fence("jobs")}
         RETURNING jobs.job_id, jobs.lease_generation, jobs.state
     """)
@@ -232,6 +281,17 @@ def _finish(
     if not finishes:
         return {}
     if is_pg(conn):
+        if all(_plain_success(f) for f in finishes):
+            rows = conn.execute(
+                _pg_succeed(),
+                {
+                    "owner": owner,
+                    "now": bind_now(conn, now),
+                    "ids": [f.job_id for f in finishes],
+                    "gens": [f.generation for f in finishes],
+                },
+            ).all()
+            return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
         rows = conn.execute(
             _pg_finish(),
             {
