@@ -64,6 +64,9 @@ def test_plain_walk_matches_croniter(seed: int) -> None:
             if len(ours) == 6:
                 break
         assert ours == _croniter_walls(walls, start, 6), (expr.text, start)
+        assert walls.first_from(start, horizon) == ours[0], (expr.text, start)
+        assert walls.first_from(start, ours[0]) == ours[0], (expr.text, start)
+        assert walls.first_from(start, ours[0] - timedelta(seconds=1)) is None, (expr.text, start)
 
 
 @pytest.mark.parametrize("text", ["0 0 L * *", "0 0 * * 1#2", "0 0 15W * *", "0 0 L * 5"])

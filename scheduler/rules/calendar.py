@@ -38,6 +38,10 @@ class WallSource(Protocol):
         """Wall times ``w`` with ``start <= w <= horizon``, ascending, each once."""
         ...
 
+    def first_from(self, start: datetime, horizon: datetime) -> datetime | None:
+        """The first of ``walls_from(start, horizon)``, or None."""
+        ...
+
 
 @dataclass(frozen=True)
 class CalendarRule:
@@ -100,7 +104,7 @@ class CalendarRule:
         on) is the answer if it exists exactly once and is not excluded. None:
         take the general walk.
         """
-        wall = next(iter(self.walls.walls_from(start, until)), None)
+        wall = self.walls.first_from(start, until)
         if wall is None or wall.date() in self.exclude_dates:
             return None
         early = wall.replace(tzinfo=self.zone, fold=0)

@@ -199,6 +199,50 @@ class PlainFields:
             first = False
             day += _ONE_DAY
 
+    def first_from(self, start: datetime, horizon: datetime) -> datetime | None:
+        """The first of ``walls_from(start, horizon)``, computed directly (no iterators)."""
+        start = start.replace(microsecond=0)
+        day = start.date()
+        if (self.months is None or day.month in self.months) and self.day_matches(day):
+            first = self._first_time(start.hour, start.minute, start.second)
+            if first is not None:
+                wall = datetime(day.year, day.month, day.day, *first)  # noqa: DTZ001
+                return wall if wall <= horizon else None
+        last_day = horizon.date()
+        day += _ONE_DAY
+        while day <= last_day:
+            if self.months is not None and day.month not in self.months:
+                day = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+                continue
+            if self.day_matches(day):
+                wall = datetime(  # noqa: DTZ001
+                    day.year, day.month, day.day, self.hours[0], self.minutes[0], self.seconds[0]
+                )
+                return wall if wall <= horizon else None
+            day += _ONE_DAY
+        return None
+
+    def _first_time(self, h0: int, m0: int, s0: int) -> tuple[int, int, int] | None:
+        """The first time of day at or after ``h0:m0:s0``, or None."""
+        hours, minutes, seconds = self.hours, self.minutes, self.seconds
+        i = bisect_left(hours, h0)
+        if i == len(hours):
+            return None
+        if hours[i] > h0:
+            return hours[i], minutes[0], seconds[0]
+        j = bisect_left(minutes, m0)
+        if j < len(minutes):
+            if minutes[j] > m0:
+                return h0, minutes[j], seconds[0]
+            k = bisect_left(seconds, s0)
+            if k < len(seconds):
+                return h0, m0, seconds[k]
+            if j + 1 < len(minutes):
+                return h0, minutes[j + 1], seconds[0]
+        if i + 1 < len(hours):
+            return hours[i + 1], minutes[0], seconds[0]
+        return None
+
     def _times(self, floor: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
         """Times of day at or after ``floor`` (hour, minute, second), ascending."""
         h0, m0, s0 = floor
@@ -219,6 +263,12 @@ class CronWalls:
     """The wall times a cron expression names."""
 
     expr: CronExpr
+
+    def first_from(self, start: datetime, horizon: datetime) -> datetime | None:
+        plain = self.expr.plain_fields
+        if plain is not None:
+            return plain.first_from(start, horizon)
+        return next(iter(self.walls_from(start, horizon)), None)
 
     def walls_from(self, start: datetime, horizon: datetime) -> Iterator[datetime]:
         plain = self.expr.plain_fields

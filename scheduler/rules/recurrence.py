@@ -155,6 +155,9 @@ class RRuleWalls:
 
     expr: RRuleExpr
 
+    def first_from(self, start: datetime, horizon: datetime) -> datetime | None:
+        return next(iter(self.walls_from(start, horizon)), None)
+
     def walls_from(self, start: datetime, horizon: datetime) -> Iterator[datetime]:
         expr = self.expr
         if expr.has_count:  # COUNT counts from the true DTSTART
