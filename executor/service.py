@@ -235,7 +235,7 @@ class Executor:
             return 0
         sent_at = time.monotonic()
         claimed: list[ClaimedJob] | None = None
-        if self.tenant_limit is None:
+        if self.tenant_limit is None and self.engine.dialect.name == "postgresql":
             # Nothing to count: one lock-free statement (None: a keyed job waits).
             with self._claim_db.statement() as conn:
                 claimed = claim_unkeyed_jobs(
@@ -274,8 +274,11 @@ class Executor:
         with self._claim_db.statement() as conn:
             swept = sweep_expired_leases(conn, now=now)
         if any(s.state is JobState.RETRY_WAIT for s in swept):
-            with self._claim_db.statement() as conn:
-                notify_claimable(conn)
+            try:
+                with self._claim_db.statement() as conn:
+                    notify_claimable(conn)
+            except Exception as exc:  # idle executors poll; the sweep stands
+                log.warning("could not notify idle executors: %s", exc)
         for s in swept:
             emit(
                 log,

@@ -108,7 +108,12 @@ class OutcomeWriter:
         with self._db.statement() as conn:
             results = finish_if_lease_held(conn, owner=self._owner, finishes=finishes)
         if any(isinstance(r, Finished) and r.state is JobState.QUEUED for r in results):
-            with self._db.statement() as conn:
-                notify_claimable(conn)
+            # After the outcomes are committed: a failure here must not make the
+            # batch be written again (it would match no row and read as lost).
+            try:
+                with self._db.statement() as conn:
+                    notify_claimable(conn)
+            except Exception as exc:  # idle executors poll; nothing is lost
+                log.warning("could not notify idle executors: %s", exc)
         for (held, finish), result in zip(batch, results, strict=True):
             self._on_done(held, finish, result.state if isinstance(result, Finished) else None)
