@@ -29,9 +29,18 @@ TIMEOUT = "TIMEOUT"
 _DETAIL_LIMIT = 4000
 
 
-def succeeded(c: ClaimedJob, *, reconciled: bool = False) -> Finish:
+def succeeded(
+    c: ClaimedJob, *, reconciled: bool = False, result_ref: str | None = None
+) -> Finish:
     outcome = AttemptOutcome.RECONCILED if reconciled else AttemptOutcome.SUCCEEDED
-    return Finish(c.job_id, c.lease_generation, JobState.SUCCEEDED, outcome, needs_reconcile=False)
+    return Finish(
+        c.job_id,
+        c.lease_generation,
+        JobState.SUCCEEDED,
+        outcome,
+        needs_reconcile=False,
+        result_ref=result_ref,
+    )
 
 
 def cancelled(c: ClaimedJob) -> Finish:

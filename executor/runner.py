@@ -22,6 +22,7 @@ def run_held_job(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -
     spec = held.spec
     ctx = JobContext.for_job(held)
     in_hook = False
+    result_ref: str | None = None
     try:
         if spec is None:
             raise PermanentError(
@@ -40,7 +41,10 @@ def run_held_job(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -
             run_command(spec.command, ctx, held)
         else:
             assert spec.handler is not None, "a job type has a handler or a command"
-            registry.resolve(spec.handler)(ctx)
+            returned = registry.resolve(spec.handler)(ctx)
+            if isinstance(returned, str) and returned:
+                # A handler may return where its result lives (e.g. s3://bucket/key).
+                result_ref = returned
     except JobCancelled:
         if held.stop is not None:
             return None
@@ -51,4 +55,4 @@ def run_held_job(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -
         if held.stop is not None:
             return None
         return outcomes.failed(c, spec, exc, rng, reconciling=in_hook)
-    return outcomes.succeeded(c)
+    return outcomes.succeeded(c, result_ref=result_ref)

@@ -137,3 +137,7 @@ def slow_first_attempt(ctx: Any) -> None:
             ctx.checkpoint()
             time.sleep(0.02)
     _append(ctx.args["file"], f"{ctx.job_id} {ctx.attempt}")
+
+
+def returns_result_ref(ctx: Any) -> str:
+    return f"s3://results/{ctx.job_id}.csv"

@@ -111,6 +111,21 @@ def test_success_gives_the_handler_its_context(
     assert "claimed" in events(caplog)
 
 
+def test_a_returned_string_is_stored_as_the_result_ref(
+    engine: Engine, start_executor: StartExecutor
+) -> None:
+    spec = job_type("result", handler=f"{H}:returns_result_ref")
+    plain = job_type("plain", handler=f"{H}:noop")
+    store_types(engine, spec, plain)
+    (job_id,) = add_jobs(engine, spec)
+    (plain_id,) = add_jobs(engine, plain)
+    start_executor()
+    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(in_state(engine, plain_id, "SUCCEEDED"), what="SUCCEEDED")
+    assert job_row(engine, job_id)["result_ref"] == f"s3://results/{job_id}.csv"
+    assert job_row(engine, plain_id)["result_ref"] is None
+
+
 @pytest.mark.parametrize(
     ("handler", "state", "code"),
     [

@@ -67,6 +67,7 @@ class Finish:
     delay_seconds: float | None = None
     refund: bool = False
     needs_reconcile: bool | None = None
+    result_ref: str | None = None  # where a successful job's result lives (None keeps it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,7 @@ def _set_clause(j: str, now: str, now_plus_delay: str) -> str:
             last_error_detail = CASE WHEN b.code IS NULL THEN {j}.last_error_detail
                                      ELSE b.detail END,
             needs_reconcile = coalesce(b.reconcile, {j}.needs_reconcile),
+            result_ref = coalesce(b.result_ref, {j}.result_ref),
             finished_at = CASE WHEN {_new_state(j)} IN {TERMINAL_SQL} THEN {now} ELSE NULL END,
             updated_at = {now}"""
 
@@ -127,8 +129,9 @@ def _pg_finish() -> TextClause:
                 CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]),
                 CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
                 CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
-                CAST(:reconciles AS boolean[])
-            ) AS b(job_id, gen, target, outcome, code, detail, delay, refund, reconcile)
+                CAST(:reconciles AS boolean[]), CAST(:results AS text[])
+            ) AS b(job_id, gen, target, outcome, code, detail, delay, refund, reconcile,
+                   result_ref)
         ),
         done AS (
             UPDATE jobs AS j SET {_set_clause("j", PG_NOW, pg_now_plus("b.delay"))}
@@ -190,6 +193,7 @@ def _plain_success(f: Finish) -> bool:
         and f.delay_seconds is None
         and not f.refund
         and f.needs_reconcile is False
+        and f.result_ref is None
     )
 
 
@@ -204,7 +208,8 @@ def _sqlite_finish() -> TextClause:
                    json_extract(value, '$.detail') AS detail,
                    json_extract(value, '$.delay') AS delay,
                    json_extract(value, '$.refund') AS refund,
-                   json_extract(value, '$.reconcile') AS reconcile
+                   json_extract(value, '$.reconcile') AS reconcile,
+                   json_extract(value, '$.result') AS result_ref
             FROM json_each(:batch)
         )
         UPDATE jobs SET {_set_clause("jobs", SQLITE_NOW, sqlite_now_plus("b.delay"))}
@@ -306,6 +311,7 @@ def _finish(
                 "delays": [f.delay_seconds for f in finishes],
                 "refunds": [1 if f.refund else 0 for f in finishes],
                 "reconciles": [f.needs_reconcile for f in finishes],
+                "results": [f.result_ref for f in finishes],
             },
         ).all()
         return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
@@ -319,6 +325,7 @@ def _finish(
             "delay": f.delay_seconds,
             "refund": 1 if f.refund else 0,
             "reconcile": f.needs_reconcile,
+            "result": f.result_ref,
         }
         for f in finishes
     ]
