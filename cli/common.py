@@ -30,6 +30,14 @@ class RuntimeFailure(Exception):
     """Something failed at run time: exit 1 with this message."""
 
 
+class BadScheduleFile(Exception):
+    """A schedule file refused whole: exit 2 with its ``file:line: message`` lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
 def add_db_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
@@ -46,7 +54,11 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterator[Engine]:
-    """An engine on ``--db``; refuses an unmigrated database unless ``migrated=False``."""
+    """An engine on ``--db``; refuses an unmigrated database unless ``migrated=False``.
+
+    On a migrated database, a command given ``--config FILE`` applies that file
+    first (printing what changed to stderr); a bad file raises ``BadScheduleFile``.
+    """
     url = resolve_url(getattr(args, "db", None))
     try:
         engine = make_engine(url)
@@ -58,14 +70,21 @@ def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterato
                 ensure_migrated(engine)
             except DatabaseError as exc:
                 raise RuntimeFailure(str(exc)) from None
+            if getattr(args, "config", None):
+                from cli.commands.apply import apply_or_refuse  # only when a file is given
+
+                print(apply_or_refuse(engine, args.config).render(), file=sys.stderr)
         yield engine
     finally:
         engine.dispose()
 
 
-def setup_logging(verbose: bool = False) -> None:
+def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:
+    """One line per event on stderr; ``verbose`` means DEBUG whatever ``level`` says."""
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else level,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    # Alembic announces each plugin it loads whenever the schema is checked: noise.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)

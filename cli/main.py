@@ -7,7 +7,13 @@ import importlib
 import os
 import sys
 
-from cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, RuntimeFailure, UserError
+from cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILURE,
+    BadScheduleFile,
+    RuntimeFailure,
+    UserError,
+)
 from shared.database import DatabaseError
 
 # Each module has register(subparsers) and run(args) -> int.
@@ -16,9 +22,18 @@ COMMANDS = (
     "enqueue",
     "jobs",
     "job",
-    "executor", "cancel", "replay",
-    "apply", "scheduler", "schedules", "pause", "resume", "trigger", "backfill",
-    "check", "preview",
+    "executor",
+    "cancel",
+    "replay",
+    "apply",
+    "scheduler",
+    "schedules",
+    "pause",
+    "resume",
+    "trigger",
+    "backfill",
+    "check",
+    "preview",
     "run",
 )
 
@@ -48,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(words)
     try:
         code: int = args.func(args)
+    except BadScheduleFile as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        print("rota: the schedule file was refused; nothing was applied", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except UserError as exc:
         print(f"rota: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -119,3 +119,18 @@ def test_enqueue_with_config_applies_the_file_first(
     code, _, err = rota(capsys, "enqueue", "adhoc", "--db", db_url, "--config", str(config))
     assert code == 2
     assert f"{config}:4: " in err and "nothing was applied" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["schedules"], ["pause", "x"], ["trigger", "x"], ["executor"], ["scheduler"]],
+)
+def test_a_bad_config_file_stops_every_command_that_takes_one(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("job_types:\n  a:\n    handler: m:f\n    retries: 3\nschedules: {}\n")
+    code, _, err = rota(capsys, *argv, "--db", db_url, "--config", str(config))
+    assert code == 2
+    assert f"{config}:4: job type 'a': unknown key 'retries'" in err
+    assert "nothing was applied" in err and "Traceback" not in err

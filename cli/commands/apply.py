@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from sqlalchemy import Engine
 
-from cli.common import EXIT_BAD_INPUT, EXIT_OK, add_db_option, open_database
+from cli.common import EXIT_OK, BadScheduleFile, add_db_option, open_database
 from scheduler.apply import ApplyResult, apply_file
 from shared.config.errors import ConfigError
-
-
-class BadScheduleFile(Exception):
-    """The file was refused whole; ``problems`` are its ``file:line: message`` lines."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
 
 def register(subparsers: Any) -> None:
@@ -45,26 +36,8 @@ def apply_or_refuse(engine: Engine, path: str, *, dry_run: bool = False) -> Appl
         raise BadScheduleFile([str(p) for p in exc.problems]) from None
 
 
-def print_problems(exc: BadScheduleFile) -> int:
-    for line in exc.problems:
-        print(line, file=sys.stderr)
-    print("rota: the schedule file was refused; nothing was applied", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-def apply_config_if_given(engine: Engine, args: argparse.Namespace) -> None:
-    """For commands with ``--config FILE``: apply it first and print the diff."""
-    path = getattr(args, "config", None)
-    if path:
-        result = apply_or_refuse(engine, path)
-        print(result.render(), file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
     with open_database(args) as engine:
-        try:
-            result = apply_or_refuse(engine, args.file, dry_run=args.dry_run)
-        except BadScheduleFile as exc:
-            return print_problems(exc)
+        result = apply_or_refuse(engine, args.file, dry_run=args.dry_run)
     print(result.render())
     return EXIT_OK

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
 from cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
 from scheduler.control import ScheduleRemoved, UnknownSchedule, backfill
 from shared.timefmt import parse_instant, utc_key
@@ -38,10 +37,6 @@ def run(args: argparse.Namespace) -> int:
     if end <= start:
         raise UserError(f"--to {utc_key(end)} must be later than --from {utc_key(start)}")
     with open_database(args) as engine:
-        try:
-            apply_config_if_given(engine, args)
-        except BadScheduleFile as exc:
-            return print_problems(exc)
         try:
             result = backfill(engine, args.name, start, end)
         except (UnknownSchedule, ScheduleRemoved) as exc:

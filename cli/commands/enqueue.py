@@ -9,7 +9,6 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
 from cli.common import UserError, add_config_option, add_db_option, open_database
 from shared.enqueue import UnknownJobType, enqueue
 from shared.timefmt import parse_instant
@@ -51,13 +50,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--run-after: {exc}") from None
     if args.max_attempts is not None and args.max_attempts < 1:
         raise UserError("--max-attempts: must be at least 1")
-    with open_database(args) as engine:
-        try:
-            apply_config_if_given(engine, args)
-        except BadScheduleFile as exc:
-            return print_problems(exc)
-        with engine.begin() as conn:
-            return _enqueue(conn, args, job_args, run_after)
+    with open_database(args) as engine, engine.begin() as conn:
+        return _enqueue(conn, args, job_args, run_after)
 
 
 def _enqueue(

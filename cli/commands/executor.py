@@ -9,7 +9,14 @@ import threading
 from types import FrameType
 from typing import Any
 
-from cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
+from cli.common import (
+    EXIT_OK,
+    UserError,
+    add_config_option,
+    add_db_option,
+    open_database,
+    setup_logging,
+)
 from executor.service import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DRAIN_TIMEOUT,
@@ -101,10 +108,7 @@ def run(args: argparse.Namespace) -> int:
     _check_positive("--sweep-interval", args.sweep_interval)
     if args.drain_timeout < 0:
         raise UserError(f"--drain-timeout must not be negative, got {args.drain_timeout:g}")
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else getattr(logging, args.log_level),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    setup_logging(args.verbose, getattr(logging, args.log_level))
     stop = threading.Event()
 
     def _stop(_signum: int, _frame: FrameType | None) -> None:
@@ -113,13 +117,6 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     with open_database(args) as engine:
-        if getattr(args, "config", None):
-            from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
-
-            try:
-                apply_config_if_given(engine, args)
-            except BadScheduleFile as exc:
-                return print_problems(exc)
         Executor(
             engine,
             pools,

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from cli.commands.apply import BadScheduleFile, apply_or_refuse, print_problems
+from cli.commands.apply import apply_or_refuse
 from cli.commands.executor import parse_pools
 from cli.commands.scheduler import install_stop_handlers
 from cli.common import EXIT_OK, UserError, add_db_option, open_database, setup_logging
@@ -43,16 +43,24 @@ def register(subparsers: Any) -> None:
     )
     add_db_option(p)
     p.add_argument(
-        "--config", metavar="FILE", default=None,
+        "--config",
+        metavar="FILE",
+        default=None,
         help=f"the schedule file to apply (default: {DEFAULT_CONFIG} in the working directory)",
     )
     p.add_argument("--pools", metavar="A,B", help="pools to serve (default: every job type's)")
     p.add_argument(
-        "--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N",
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
         help=f"jobs run at once (default {DEFAULT_CONCURRENCY})",
     )
     p.add_argument(
-        "--drain-timeout", type=float, default=DEFAULT_DRAIN_TIMEOUT, metavar="SECONDS",
+        "--drain-timeout",
+        type=float,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        metavar="SECONDS",
         help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
@@ -84,18 +92,18 @@ def run(args: argparse.Namespace) -> int:
     install_stop_handlers(stop)
     with open_database(args, migrated=False) as engine:
         upgrade(engine)
-        try:
-            result = apply_or_refuse(engine, path)
-        except BadScheduleFile as exc:
-            return print_problems(exc)
+        result = apply_or_refuse(engine, path)
         print(result.render(), file=sys.stderr)
         pools = _pools(engine, args)
-        executor = Executor(
-            engine, pools, args.concurrency, drain_timeout=args.drain_timeout
-        )
+        executor = Executor(engine, pools, args.concurrency, drain_timeout=args.drain_timeout)
         scheduler = SchedulerService(engine)
-        emit(log, "run_started", db=engine.url.render_as_string(hide_password=True),
-             config=path, pools=",".join(pools))
+        emit(
+            log,
+            "run_started",
+            db=engine.url.render_as_string(hide_password=True),
+            config=path,
+            pools=",".join(pools),
+        )
         scheduler_thread = threading.Thread(
             target=scheduler.run, args=(stop,), name="rota-scheduler", daemon=True
         )

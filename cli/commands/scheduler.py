@@ -8,7 +8,6 @@ import threading
 from types import FrameType
 from typing import Any
 
-from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
 from cli.common import EXIT_OK, add_config_option, add_db_option, open_database, setup_logging
 from scheduler.service import DEFAULT_MAX_SLEEP, SchedulerService
 from scheduler.tick import DEFAULT_BATCH_JOBS, DEFAULT_BATCH_SCHEDULES
@@ -63,10 +62,6 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     with open_database(args) as engine:
-        try:
-            apply_config_if_given(engine, args)
-        except BadScheduleFile as exc:
-            return print_problems(exc)
         service = SchedulerService(
             engine,
             batch_schedules=max(1, args.batch),

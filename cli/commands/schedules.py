@@ -10,7 +10,6 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import RowMapping
 
-from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
 from cli.common import EXIT_OK, add_config_option, add_db_option, open_database
 from shared.config.model import ScheduleSpec
 from shared.queries.schedule_skips import latest_by_reason, totals_by_reason
@@ -110,15 +109,10 @@ def render(items: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_database(args) as engine:
-        try:
-            apply_config_if_given(engine, args)
-        except BadScheduleFile as exc:
-            return print_problems(exc)
-        with engine.begin() as conn:
-            rows = list_schedules(conn)
-            totals = totals_by_reason(conn)
-            latest = latest_by_reason(conn)
+    with open_database(args) as engine, engine.begin() as conn:
+        rows = list_schedules(conn)
+        totals = totals_by_reason(conn)
+        latest = latest_by_reason(conn)
     items = [describe(r, totals.get(r["name"], {}), latest.get(r["name"], {})) for r in rows]
     print(json.dumps(items, indent=2) if args.json else render(items))
     return EXIT_OK

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.commands.apply import BadScheduleFile, apply_config_if_given, print_problems
 from cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
 from scheduler.control import ScheduleRemoved, UnknownSchedule, trigger
 
@@ -27,10 +26,6 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with open_database(args) as engine:
-        try:
-            apply_config_if_given(engine, args)
-        except BadScheduleFile as exc:
-            return print_problems(exc)
         try:
             result = trigger(engine, args.name)
         except (UnknownSchedule, ScheduleRemoved) as exc:
