@@ -40,13 +40,18 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        instant = datetime.fromisoformat(value) if isinstance(value, str) else value
-        assert isinstance(instant, datetime)
-        if instant.tzinfo is None:
-            return instant.replace(tzinfo=UTC)
-        return instant.astimezone(UTC)
+        return read_utc(value)
+
+
+def read_utc(value: Any) -> datetime | None:
+    """A stored instant as an aware UTC datetime: SQLite gives text, PostgreSQL a datetime."""
+    if value is None:
+        return None
+    instant = datetime.fromisoformat(value) if isinstance(value, str) else value
+    assert isinstance(instant, datetime)
+    if instant.tzinfo is None:
+        return instant.replace(tzinfo=UTC)
+    return instant.astimezone(UTC)
 
 
 class db_now(FunctionElement[datetime]):

@@ -54,10 +54,10 @@ from shared.queries.sqlparams import (
     is_pg,
     pg_now_plus,
     read_id,
-    read_instant,
     read_json,
     sqlite_now_plus,
 )
+from shared.sqltime import read_utc
 
 # Any constant works; it only has to be the same for every claimer.
 CLAIM_LOCK_KEY = 0x726F7461_636C6D  # "rota" "clm"
@@ -367,8 +367,8 @@ def _claimed(r: Any) -> ClaimedJob:
         needs_reconcile=bool(r[8]),
         payload_ref=r[9],
         args=read_json(r[10]) or {},
-        scheduled_for=read_instant(r[11]),
-        covers_from=read_instant(r[12]),
+        scheduled_for=read_utc(r[11]),
+        covers_from=read_utc(r[12]),
         covers_count=r[13],
         last_error_code=r[14],
         tenant=r[15],

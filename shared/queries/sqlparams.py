@@ -50,16 +50,6 @@ def read_id(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(hex=str(value))
 
 
-def read_instant(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    instant = datetime.fromisoformat(value) if isinstance(value, str) else value
-    assert isinstance(instant, datetime)
-    if instant.tzinfo is None:
-        return instant.replace(tzinfo=UTC)
-    return instant.astimezone(UTC)
-
-
 def read_json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
