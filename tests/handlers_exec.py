@@ -141,3 +141,15 @@ def slow_first_attempt(ctx: Any) -> None:
 
 def returns_result_ref(ctx: Any) -> str:
     return f"s3://results/{ctx.job_id}.csv"
+
+
+def checkpoints_only(ctx: Any) -> None:
+    """Loop on checkpoints without reporting progress (so nothing forces a renewal)."""
+    _append(ctx.args["file"], "started")
+    try:
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.01)
+    except BaseException as exc:
+        _append(ctx.args["file"], f"stopped {type(exc).__name__}")
+        raise

@@ -340,6 +340,23 @@ def test_cancel_running_python_handler(
     wait_for(lambda: "cancelled" in events(caplog), what="cancelled event")
 
 
+def test_cancel_reaches_the_handler_long_before_the_next_renewal(
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
+) -> None:
+    """A one-hour lease is renewed after 20 minutes; the cancel poll does not wait for it."""
+    out = tmp_path / "log.txt"
+    spec = job_type("long", handler=f"{H}:checkpoints_only", lease=timedelta(hours=1))
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
+    start_executor()
+    wait_for(lambda: lines(out), what="the handler to start")
+    time.sleep(1.5)  # past the first cancel poll: the next one must find the request
+    with engine.begin() as conn:
+        request_cancel(conn, job_id)
+    wait_for(in_state(engine, job_id, "CANCELLED"), timeout=10, what="CANCELLED")
+    assert lines(out)[-1].startswith("stopped JobCancelled")
+
+
 def test_cancel_running_command(engine: Engine, start_executor: StartExecutor) -> None:
     spec = JobTypeSpec(name="cmd", command=("sleep", "30"), lease=timedelta(seconds=1))
     store_types(engine, spec)

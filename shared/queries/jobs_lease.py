@@ -233,3 +233,15 @@ def sweep_expired_leases(conn: Connection, *, now: datetime | None = None) -> li
             batch = [{"id": r[0], "gen": int(r[1])} for r in rows]
             conn.execute(_SQLITE_CLOSE_EXPIRED, {"now": now_param, "batch": sqlite_batch(batch)})
     return [Swept(read_id(r[0]), int(r[1]), JobState(r[2]), int(r[3]), str(r[4])) for r in rows]
+
+
+_CANCEL_REQUESTED_OF_OWNER = text(
+    "SELECT job_id FROM jobs WHERE state = 'CANCEL_REQUESTED' AND lease_owner = :owner"
+)
+
+
+def cancel_requested_of_owner(conn: Connection, *, owner: str) -> set[uuid.UUID]:
+    """The jobs ``owner`` holds whose cancellation was requested (a read: the ack is fenced)."""
+    return {
+        read_id(r) for r in conn.execute(_CANCEL_REQUESTED_OF_OWNER, {"owner": owner}).scalars()
+    }
