@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from shared.database import DatabaseError, ensure_migrated, make_engine, resolve_url
 
@@ -60,6 +63,8 @@ def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterato
     first (printing what changed to stderr); a bad file raises ``BadScheduleFile``.
     """
     url = resolve_url(getattr(args, "db", None))
+    if migrated:
+        _refuse_missing_sqlite_file(url)
     try:
         engine = make_engine(url)
     except DatabaseError as exc:
@@ -77,6 +82,18 @@ def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterato
         yield engine
     finally:
         engine.dispose()
+
+
+def _refuse_missing_sqlite_file(url: str) -> None:
+    """Only `rota migrate` (and `rota run`) create the database file, never a read."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # make_engine says what is wrong with the URL
+    path = parsed.database
+    is_file = parsed.get_backend_name() == "sqlite" and path and path != ":memory:"
+    if is_file and not os.path.exists(str(path)):
+        raise RuntimeFailure(f"no database at {path}: run `rota migrate` first")
 
 
 def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:

@@ -7,6 +7,8 @@ import importlib
 import os
 import sys
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -73,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except (RuntimeFailure, DatabaseError) as exc:
         print(f"rota: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OverflowError as exc:  # an instant near year 1 or 9999, given by a person
+        print(f"rota: a date is out of the range rota can compute with: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except SQLAlchemyError as exc:  # the database refused: say what it said, no traceback
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        print(f"rota: database error: {reason}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130

@@ -79,8 +79,8 @@ def describe(job: Row, now: datetime) -> str:
             text += f", result {job['result_ref']}"
         return f"{text} ({_attempts(job)})"
     if state == JobState.FAILED:
-        detail = f", {job['last_error_detail']}" if job["last_error_detail"] else ""
-        detail = detail.splitlines()[-1] if detail and "\n" in detail else detail
+        last_line = (job["last_error_detail"] or "").strip().splitlines()[-1:]
+        detail = f", {last_line[0]}" if last_line else ""
         text = f"failed: {job['last_error_code'] or 'unknown error'}{detail} ({_attempts(job)})"
         if job["needs_reconcile"]:
             text += "; the outcome of the last attempt is unknown: check it, then `rota replay`"

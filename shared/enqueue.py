@@ -72,6 +72,13 @@ def enqueue(
         concurrency_key=concurrency_key,
         **extra,
     )
+    for what, value, most in (
+        ("dedup_key", dedup_key, 400),
+        ("tenant", tenant, 200),
+        ("concurrency_key", concurrency_key, 200),
+    ):
+        if value is not None and len(value) > most:
+            raise ValueError(f"{what} is at most {most} characters, got {len(value)}")
     if max_attempts is not None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")

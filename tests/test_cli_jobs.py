@@ -134,3 +134,59 @@ def test_a_bad_config_file_stops_every_command_that_takes_one(
     assert code == 2
     assert f"{config}:4: job type 'a': unknown key 'retries'" in err
     assert "nothing was applied" in err and "Traceback" not in err
+
+
+def test_user_mistakes_found_by_review_give_messages_not_tracebacks(
+    engine: Engine, db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with engine.begin() as conn:
+        upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f")])
+    code, _, err = rota(capsys, "jobs", "--db", db_url, "--limit", "-1")
+    assert (code, "--limit must be at least 1" in err) == (2, True)
+    code, _, err = rota(capsys, "enqueue", "report", "--db", db_url, "--dedup-key", "k" * 401)
+    assert (code, "dedup_key is at most 400 characters" in err) == (2, True)
+    code, _, err = rota(
+        capsys, "enqueue", "report", "--db", db_url, "--run-after", "0001-01-01T00:00:00+01:00"
+    )
+    assert code == 2 and "out of the range" in err and "Traceback" not in err
+    missing = tmp_path / "nowhere.db"
+    code, _, err = rota(capsys, "jobs", "--db", f"sqlite:///{missing}")
+    assert code == 1 and "run `rota migrate` first" in err
+    assert not missing.exists()
+    not_a_db = tmp_path / "notes.db"
+    not_a_db.write_text("these are not the tables you are looking for\n" * 100)
+    code, _, err = rota(capsys, "jobs", "--db", f"sqlite:///{not_a_db}")
+    assert code == 1 and "Traceback" not in err and err.startswith("rota: ")
+
+
+def test_jobs_json_lists_every_job_and_the_table_says_when_it_is_cut(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with engine.begin() as conn:
+        upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f")])
+    for _ in range(3):
+        assert rota(capsys, "enqueue", "report", "--db", db_url)[0] == 0
+    code, out, _ = rota(capsys, "jobs", "--db", db_url, "--json")
+    assert code == 0 and len(json.loads(out)) == 3
+    code, out, err = rota(capsys, "jobs", "--db", db_url, "--limit", "2")
+    assert code == 0 and len(out.strip().splitlines()) == 3  # header + 2 rows
+    assert "the newest 2 shown" in err
+
+
+def test_check_takes_db_like_every_command_and_refuses_names_too_long_to_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "job_types:\n  a:\n    handler: m:f\nschedules:\n  s: {job_type: a, every: 1m}\n"
+    )
+    assert rota(capsys, "check", str(good), "--db", "sqlite:///unused.db")[0] == 0
+    long_name = tmp_path / "long.yaml"
+    long_name.write_text(
+        "job_types:\n  a:\n    handler: m:f\n    pool: " + "p" * 101 + "\n"
+        "schedules:\n  " + "s" * 201 + ": {job_type: a, every: 1m}\n"
+    )
+    code, _, err = rota(capsys, "check", str(long_name))
+    assert code == 2
+    assert f"{long_name}:4: " in err and "at most 100 characters" in err
+    assert f"{long_name}:6: " in err and "at most 200 characters" in err

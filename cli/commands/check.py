@@ -20,6 +20,7 @@ def register(subparsers: Any) -> None:
         "check", help="validate a schedule file (no database needed)"
     )
     p.add_argument("file", metavar="FILE", help="the schedule file (YAML)")
+    p.add_argument("--db", metavar="URL", help="accepted like every command's; not used")
     p.set_defaults(func=run)
 
 

@@ -73,7 +73,7 @@ def _enqueue(
             concurrency_key=args.concurrency_key,
             max_attempts=args.max_attempts,
         )
-    except UnknownJobType as exc:
+    except (UnknownJobType, ValueError) as exc:
         raise UserError(str(exc)) from None
     print(result.job_id)
     return 0

@@ -38,6 +38,7 @@ def register(subparsers: Any) -> None:
         "preview", help="show a schedule's next fire instants (no database needed)"
     )
     p.add_argument("file", metavar="FILE", help="the schedule file (YAML)")
+    p.add_argument("--db", metavar="URL", help="accepted like every command's; not used")
     p.add_argument("name", metavar="NAME", help="the schedule")
     p.add_argument(
         "--from",

@@ -195,10 +195,15 @@ def argv(node: Node) -> tuple[str, ...]:
     return tuple(str(item) for item in items)
 
 
+MAX_POOL_LENGTH = 100  # jobs.pool and job_types.pool are VARCHAR(100)
+
+
 def pool(node: Node) -> str:
     value = text(node)
     if not _POOL_NAME.match(value):
         raise FieldError(f"{value!r}: use letters, digits, '_', '-' and '.' only")
+    if len(value) > MAX_POOL_LENGTH:
+        raise FieldError(f"a pool name is at most {MAX_POOL_LENGTH} characters")
     return value
 
 

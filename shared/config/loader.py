@@ -243,11 +243,16 @@ def _defaults(section: list[Entry], report: Report) -> dict[str, Given]:
     return values
 
 
+MAX_NAME_LENGTH = 200  # schedules.name, jobs.schedule_name, jobs.job_type are VARCHAR(200)
+
+
 def _check_name(e: Entry, owner: str, report: Report) -> None:
     if e.key != e.key.strip() or not e.key:
         report.add(e.key_node, f"{owner}: a name must not be empty or start or end with a space")
     elif any(not ch.isprintable() for ch in e.key):
         report.add(e.key_node, f"{owner}: a name must not contain control characters")
+    elif len(e.key) > MAX_NAME_LENGTH:
+        report.add(e.key_node, f"{owner[:60]}...: a name is at most {MAX_NAME_LENGTH} characters")
 
 
 def _schedule(

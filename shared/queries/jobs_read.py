@@ -24,7 +24,7 @@ def list_jobs(
     *,
     state: str | None = None,
     schedule: str | None = None,
-    limit: int = 100,
+    limit: int | None = 100,
 ) -> Sequence[RowMapping]:
     stmt = select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.job_id).limit(limit)
     if state is not None:
