@@ -137,13 +137,9 @@ def _pools_sql(n: int) -> str:
     return ", ".join(f":pool{i}" for i in range(n))
 
 
-@cache
-def _pg_claim(n_pools: int) -> TextClause:
-    pools = _pools_sql(n_pools)
-    cand = _candidates(PG_NOW, pools) + "\n        FOR UPDATE OF c SKIP LOCKED"
-    return text(f"""
-        WITH picked AS ({_picked(cand)}),
-        claimed AS (
+# The claim itself, on PostgreSQL: the rows of a ``picked`` CTE become RUNNING under
+# a new generation and attempt, and each gets its job_attempts row, in one statement.
+_PG_CLAIM_PICKED = f"""        claimed AS (
             UPDATE jobs AS j
             SET state = 'RUNNING',
                 lease_owner = :owner,
@@ -161,7 +157,16 @@ def _pg_claim(n_pools: int) -> TextClause:
         opened AS (
             INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
             SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
-        )
+        )"""
+
+
+@cache
+def _pg_claim(n_pools: int) -> TextClause:
+    pools = _pools_sql(n_pools)
+    cand = _candidates(PG_NOW, pools) + "\n        FOR UPDATE OF c SKIP LOCKED"
+    return text(f"""
+        WITH picked AS ({_picked(cand)}),
+{_PG_CLAIM_PICKED}
         SELECT {_RETURNED} FROM claimed
         ORDER BY {_ORDER}
     """)
@@ -205,25 +210,7 @@ def _pg_claim_unkeyed(n_pools: int) -> TextClause:
             LIMIT :limit
             FOR UPDATE OF c SKIP LOCKED
         ),
-        claimed AS (
-            UPDATE jobs AS j
-            SET state = 'RUNNING',
-                lease_owner = :owner,
-                lease_expires_at = {pg_now_plus("j.lease_seconds")},
-                lease_generation = j.lease_generation + 1,
-                attempt_count = j.attempt_count + 1,
-                started_at = {PG_NOW},
-                heartbeat_at = {PG_NOW},
-                updated_at = {PG_NOW}
-            FROM picked
-            WHERE j.job_id = picked.job_id
-              AND j.state IN ('QUEUED', 'RETRY_WAIT')
-            RETURNING j.*
-        ),
-        opened AS (
-            INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
-            SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
-        )
+{_PG_CLAIM_PICKED}
         SELECT keyed.waiting, {", ".join("claimed." + c.strip() for c in _RETURNED.split(","))}
         FROM keyed LEFT JOIN claimed ON TRUE
         ORDER BY {", ".join("claimed." + c.strip() for c in _ORDER.split(","))}
