@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 
 def utc_key(instant: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ``, the instant part of an occurrence key."""
-    return as_utc(instant).strftime("%Y-%m-%dT%H:%M:%SZ")
+    u = as_utc(instant)
+    # Not strftime: it does not pad years before 1000 on every platform.
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
 
 
 def as_utc(instant: datetime) -> datetime:
