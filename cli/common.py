@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
@@ -94,6 +97,16 @@ def _refuse_missing_sqlite_file(url: str) -> None:
     is_file = parsed.get_backend_name() == "sqlite" and path and path != ":memory:"
     if is_file and not os.path.exists(str(path)):
         raise RuntimeFailure(f"no database at {path}: run `rota migrate` first")
+
+
+def install_stop_handlers(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop``: long-running commands finish cleanly."""
+
+    def _stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
 
 
 def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
-from types import FrameType
 from typing import Any
 
 from cli.common import (
@@ -14,6 +12,7 @@ from cli.common import (
     UserError,
     add_config_option,
     add_db_option,
+    install_stop_handlers,
     open_database,
     setup_logging,
 )
@@ -110,12 +109,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--drain-timeout must not be negative, got {args.drain_timeout:g}")
     setup_logging(args.verbose, getattr(logging, args.log_level))
     stop = threading.Event()
-
-    def _stop(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    install_stop_handlers(stop)
     with open_database(args) as engine:
         Executor(
             engine,

@@ -20,8 +20,14 @@ from sqlalchemy import Engine
 
 from cli.commands.apply import apply_or_refuse
 from cli.commands.executor import parse_pools
-from cli.commands.scheduler import install_stop_handlers
-from cli.common import EXIT_OK, UserError, add_db_option, open_database, setup_logging
+from cli.common import (
+    EXIT_OK,
+    UserError,
+    add_db_option,
+    install_stop_handlers,
+    open_database,
+    setup_logging,
+)
 from executor.service import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, Executor
 from migrations.runner import upgrade
 from scheduler.service import SchedulerService

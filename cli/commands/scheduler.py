@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
-from types import FrameType
 from typing import Any
 
-from cli.common import EXIT_OK, add_config_option, add_db_option, open_database, setup_logging
+from cli.common import (
+    EXIT_OK,
+    add_config_option,
+    add_db_option,
+    install_stop_handlers,
+    open_database,
+    setup_logging,
+)
 from scheduler.service import DEFAULT_MAX_SLEEP, SchedulerService
 from scheduler.tick import DEFAULT_BATCH_JOBS, DEFAULT_BATCH_SCHEDULES
 
@@ -47,14 +52,6 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     p.set_defaults(func=run)
-
-
-def install_stop_handlers(stop: threading.Event) -> None:
-    def _stop(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
 
 
 def run(args: argparse.Namespace) -> int:
