@@ -58,13 +58,13 @@ from sqlalchemy import Engine, and_, case, func, select
 from sqlalchemy.engine import make_url
 
 from bench.pg_ceiling import pgbench_single_row_update_tps
-from migrations.runner import upgrade
-from shared.config.model import JobTypeSpec
-from shared.database import make_engine
-from shared.enqueue import enqueue
-from shared.models import job_attempts, jobs
-from shared.queries.job_types import upsert_job_types
-from shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.migrations.runner import upgrade
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.database import make_engine
+from rota.shared.enqueue import enqueue
+from rota.shared.models import job_attempts, jobs
+from rota.shared.queries.job_types import upsert_job_types
+from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_URL = os.environ.get("ROTA_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -333,7 +333,7 @@ def start_executors(
             probes.append(out)
             argv = [sys.executable, "-m", "bench.executor_probe", str(out), *rota_args]
         else:
-            argv = [sys.executable, "-m", "cli.main", *rota_args]
+            argv = [sys.executable, "-m", "rota.cli.main", *rota_args]
         log_path = workdir / f"executor-{tag}-{i}.log"
         logs.append(log_path)
         with log_path.open("wb") as log:

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.pool import Pool
 
-from cli.main import main as rota_main
+from rota.cli.main import main as rota_main
 
 # (a piece of the statement's text, its kind), most specific first
 _KINDS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import time
 
-from executor.context import JobContext
+from rota.executor.context import JobContext
 
 
 def noop(ctx: JobContext) -> None:

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from migrations.runner import upgrade
-from shared.database import make_engine
+from rota.migrations.runner import upgrade
+from rota.shared.database import make_engine
 from tests.pgserver_setup import find_postgres
 
 BACKENDS = ["sqlite", "postgresql"]

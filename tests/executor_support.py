@@ -6,16 +6,19 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
 
-from shared.config.model import Backoff, JobTypeSpec
-from shared.models import job_attempts, jobs
-from shared.queries.job_types import upsert_job_types
-from shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.executor.claim import claim_jobs
+from rota.executor.transactions import LoopConnection
+from rota.shared.config.model import Backoff, JobTypeSpec
+from rota.shared.models import job_attempts, jobs
+from rota.shared.queries.job_types import upsert_job_types
+from rota.shared.queries.jobs_claim import ClaimedJob
+from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +40,25 @@ def add_jobs(engine: Engine, spec: JobTypeSpec, n: int = 1, **kwargs: Any) -> li
         for i in range(0, len(new), 500):
             insert_jobs_or_skip(conn, new[i : i + 500])
     return [j.job_id for j in new]
+
+
+def claim_as(
+    engine: Engine,
+    owner: str,
+    limit: int,
+    pools: Iterable[str] = ("default",),
+    *,
+    tenant_limit: int | None = None,
+    now: datetime | None = None,
+) -> list[ClaimedJob]:
+    """Claim as an executor does (``claim_jobs``: lock-free first, then the limited claim)."""
+    db = LoopConnection(engine)
+    try:
+        return claim_jobs(
+            db, owner=owner, pools=tuple(pools), limit=limit, tenant_limit=tenant_limit, now=now
+        )
+    finally:
+        db.close()
 
 
 def job_row(engine: Engine, job_id: uuid.UUID) -> dict[str, Any]:

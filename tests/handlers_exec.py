@@ -11,7 +11,7 @@ import signal
 import time
 from typing import Any
 
-from executor import AmbiguousError, PermanentError, RetryableError
+from rota.executor import AmbiguousError, PermanentError, RetryableError
 
 
 def noop(ctx: Any) -> None:

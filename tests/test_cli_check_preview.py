@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from cli.main import main
+from rota.cli.main import main
 
 GOOD = """\
 job_types:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, update
 
-from cli.main import main
-from shared.config.model import JobTypeSpec
-from shared.models import jobs
-from shared.queries.job_types import upsert_job_types
+from rota.cli.main import main
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.models import jobs
+from rota.shared.queries.job_types import upsert_job_types
 
 
 def rota(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

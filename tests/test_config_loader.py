@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.errors import ConfigError, Problem
-from shared.config.loader import load_schedule_file, load_schedule_text
-from shared.config.model import (
+from rota.scheduler.schedule_file.errors import ConfigError, Problem
+from rota.scheduler.schedule_file.loader import load_schedule_file, load_schedule_text
+from rota.shared.config.model import (
     Ambiguous,
     Backoff,
     DstPolicy,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, func, select
 
-from shared.config.model import JobTypeSpec
-from shared.enqueue import UnknownJobType, enqueue
-from shared.models import jobs
-from shared.queries.job_types import upsert_job_types
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.enqueue import UnknownJobType, enqueue
+from rota.shared.models import jobs
+from rota.shared.queries.job_types import upsert_job_types
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from executor.backoff import retry_delay_seconds
-from shared.config.model import Backoff
+from rota.executor.backoff import retry_delay_seconds
+from rota.shared.config.model import Backoff
 
 BACKOFF = Backoff(base=timedelta(seconds=5), max=timedelta(minutes=15))
 

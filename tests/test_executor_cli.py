@@ -7,11 +7,10 @@ import uuid
 import pytest
 from sqlalchemy import Engine
 
-from cli.main import main
-from shared.queries.jobs_claim import claim_due_jobs
-from shared.queries.jobs_outcome import Finish, finish_if_lease_held
-from shared.states import AttemptOutcome, JobState
-from tests.executor_support import add_jobs, attempt_rows, job_row, job_type, store_types
+from rota.cli.main import main
+from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
+from rota.shared.states import AttemptOutcome, JobState
+from tests.executor_support import add_jobs, attempt_rows, claim_as, job_row, job_type, store_types
 
 
 def test_cancel_queued_running_finished_and_unknown(
@@ -20,8 +19,7 @@ def test_cancel_queued_running_finished_and_unknown(
     spec = job_type("t")
     store_types(engine, spec)
     ids = add_jobs(engine, spec, 2)
-    with engine.begin() as conn:
-        (claimed,) = claim_due_jobs(conn, owner="w:1:x", pools=["default"], limit=1)
+    (claimed,) = claim_as(engine, "w:1:x", 1)
     running = claimed.job_id
     (queued,) = [j for j in ids if j != running]
     assert main(["cancel", str(queued), "--db", db_url]) == 0
@@ -46,8 +44,7 @@ def test_replay_failed_job(engine: Engine, db_url: str, capsys: pytest.CaptureFi
     (job_id,) = add_jobs(engine, spec)
     assert main(["replay", str(job_id), "--db", db_url]) == 2
     assert "only a FAILED job" in capsys.readouterr().err
-    with engine.begin() as conn:
-        (c,) = claim_due_jobs(conn, owner="w:1:x", pools=["default"], limit=1)
+    (c,) = claim_as(engine, "w:1:x", 1)
     with engine.begin() as conn:
         finish_if_lease_held(
             conn,

@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import IntegrityError
 
-from shared.models import jobs
-from shared.queries.jobs_claim import ClaimedJob, claim_due_jobs
-from shared.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
-from shared.states import AttemptOutcome, JobState
-from tests.executor_support import add_jobs, job_type, states, store_types
+from rota.shared.models import jobs
+from rota.shared.queries.jobs_claim import ClaimedJob
+from rota.shared.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
+from rota.shared.states import AttemptOutcome, JobState
+from tests.executor_support import add_jobs, claim_as, job_type, states, store_types
 
 TENANT_LIMIT = 2
 
@@ -56,14 +56,7 @@ def test_keys_and_tenant_caps_hold_under_concurrent_claimers(engine: Engine) -> 
         held: list[ClaimedJob] = []
         try:
             while not stop.is_set():
-                with engine.begin() as conn:
-                    got = claim_due_jobs(
-                        conn,
-                        owner=owner,
-                        pools=["default"],
-                        limit=rng.randint(1, 4),
-                        tenant_limit=TENANT_LIMIT,
-                    )
+                got = claim_as(engine, owner, rng.randint(1, 4), tenant_limit=TENANT_LIMIT)
                 held += got
                 seen_key_claims.extend(c.concurrency_key for c in got if c.concurrency_key)
                 if held and (rng.random() < 0.7 or not got):
@@ -124,17 +117,14 @@ def test_tenant_cap_and_key_within_one_batch(engine: Engine) -> None:
     add_jobs(engine, spec, 5, tenant="acme")
     add_jobs(engine, spec, 3, concurrency_key="k")
     add_jobs(engine, spec, 2)
-    with engine.begin() as conn:
-        got = claim_due_jobs(conn, owner="o:1:x", pools=["default"], limit=50, tenant_limit=2)
+    got = claim_as(engine, "o:1:x", 50, tenant_limit=2)
     assert sum(1 for c in got if c.tenant == "acme") == 2
     assert sum(1 for c in got if c.concurrency_key == "k") == 1
     assert len(got) == 5
-    with engine.begin() as conn:
-        again = claim_due_jobs(conn, owner="o:1:x", pools=["default"], limit=50, tenant_limit=2)
+    again = claim_as(engine, "o:1:x", 50, tenant_limit=2)
     assert again == []
     # Without a tenant limit, tenants are not capped; keys always are.
-    with engine.begin() as conn:
-        more = claim_due_jobs(conn, owner="o:1:x", pools=["default"], limit=50)
+    more = claim_as(engine, "o:1:x", 50)
     assert len(more) == 3 and all(c.tenant == "acme" for c in more)
 
 
@@ -142,8 +132,7 @@ def test_database_refuses_a_second_leased_job_per_key(engine: Engine) -> None:
     spec = job_type("t")
     store_types(engine, spec)
     add_jobs(engine, spec, 2, concurrency_key="k")
-    with engine.begin() as conn:
-        (c,) = claim_due_jobs(conn, owner="o:1:x", pools=["default"], limit=5)
+    (c,) = claim_as(engine, "o:1:x", 5)
     assert c.concurrency_key == "k"
     with pytest.raises(IntegrityError), engine.begin() as conn:
         conn.execute(

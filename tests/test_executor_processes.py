@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from shared.models import job_attempts, jobs
+from rota.shared.models import job_attempts, jobs
 from tests.executor_support import (
     REPO_ROOT,
     add_jobs,
@@ -57,7 +57,7 @@ class Executors:
         log = open(path, "wb")  # noqa: SIM115
         level = "INFO" if ready else "WARNING"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "executor", "--log-level", level, *options],
+            [sys.executable, "-m", "rota.cli.main", "executor", "--log-level", level, *options],
             cwd=REPO_ROOT,
             env=subprocess_env(self.db_url),
             stdout=log,
@@ -205,17 +205,33 @@ def test_random_sigkills_lose_nothing_and_never_complete_a_stale_generation(
     out = tmp_path / "runs.txt"
     spec = job_type("rec", handler=f"{H}:record", lease=timedelta(seconds=1), max_attempts=10)
     store_types(engine, spec)
-    ids = add_jobs(engine, spec, 1000, args={"file": str(out), "sleep": 0.05})
+    ids = add_jobs(engine, spec, 1000, args={"file": str(out), "sleep": 0.1})
     options = ("--concurrency", "8", "--poll-interval", "0.1", "--sweep-interval", "0.3")
     live = [executors.start(*options) for _ in range(3)]
     rng = random.Random(11)
     deadline = time.monotonic() + 90
+
+    def holds_running_jobs(proc: subprocess.Popen[bytes]) -> bool:
+        with engine.connect() as conn:
+            return bool(
+                conn.execute(
+                    select(jobs.c.job_id)
+                    .where(jobs.c.state == "RUNNING", jobs.c.lease_owner.like(f"%:{proc.pid}:%"))
+                    .limit(1)
+                ).first()
+            )
+
     kills = 0
     while set(states(engine, ids).values()) - {"SUCCEEDED"}:
         assert time.monotonic() < deadline, executors.logs()[-3000:]
         if kills < 8:
-            time.sleep(0.3)
-            victim = live.pop(rng.randrange(len(live)))
+            # Kill a process while it runs jobs, so every kill strands leases.
+            holders = [p for p in rng.sample(live, len(live)) if holds_running_jobs(p)]
+            if not holders:
+                time.sleep(0.02)
+                continue
+            victim = holders[0]
+            live.remove(victim)
             victim.send_signal(signal.SIGKILL)
             victim.wait(10)
             kills += 1

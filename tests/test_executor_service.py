@@ -18,15 +18,15 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from executor.service import Executor
-from shared.config.model import Backoff, JobTypeSpec
-from shared.models import jobs
-from shared.queries.jobs_claim import claim_due_jobs
-from shared.queries.jobs_control import request_cancel
-from shared.queries.jobs_lease import sweep_expired_leases
+from rota.executor.service import Executor
+from rota.shared.config.model import Backoff, JobTypeSpec
+from rota.shared.models import jobs
+from rota.shared.queries.jobs_control import request_cancel
+from rota.shared.queries.jobs_lease import sweep_expired_leases
 from tests.executor_support import (
     add_jobs,
     attempt_rows,
+    claim_as,
     job_row,
     job_type,
     states,
@@ -207,8 +207,7 @@ def test_expired_lease_of_non_idempotent_job_is_not_rerun_blindly(
     spec = job_type("pay", handler=f"{H}:record", idempotent=False)
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    with engine.begin() as conn:  # a worker claims it and dies
-        claim_due_jobs(conn, owner="dead:1:x", pools=["default"], limit=1)
+    claim_as(engine, "dead:1:x", 1)  # a worker claims it and dies
     with engine.begin() as conn:
         conn.execute(update(jobs).values(lease_expires_at=datetime(2000, 1, 1, tzinfo=UTC)))
     with engine.begin() as conn:
@@ -403,7 +402,7 @@ def test_executor_that_cannot_renew_fences_itself(
     def unreachable(*_a: Any, **_k: Any) -> Any:
         raise OperationalError("renew", {}, Exception("connection refused"))
 
-    monkeypatch.setattr("executor.heartbeat.renew_leases_if_held", unreachable)
+    monkeypatch.setattr("rota.executor.heartbeat.renew_leases_if_held", unreachable)
     out = tmp_path / "log.txt"
     lease = 1.5
     spec = job_type("long", handler=f"{H}:until_stopped", lease=timedelta(seconds=lease))

@@ -12,20 +12,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, update
 
-from shared.config.model import JobTypeSpec
-from shared.models import jobs
-from shared.queries.jobs_claim import ClaimedJob, claim_due_jobs
-from shared.queries.jobs_control import replay_failed, request_cancel
-from shared.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
-from shared.queries.jobs_outcome import (
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.models import jobs
+from rota.shared.queries.jobs_claim import ClaimedJob
+from rota.shared.queries.jobs_control import replay_failed, request_cancel
+from rota.shared.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
+from rota.shared.queries.jobs_outcome import (
     Finish,
     Finished,
     LeaseLost,
     complete_if_lease_held,
     finish_if_lease_held,
 )
-from shared.states import AttemptOutcome, JobState
-from tests.executor_support import add_jobs, attempt_rows, job_row, job_type, store_types
+from rota.shared.states import AttemptOutcome, JobState
+from tests.executor_support import add_jobs, attempt_rows, claim_as, job_row, job_type, store_types
 
 OWNER = "host:1:abc"
 FAR_FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
@@ -41,8 +41,7 @@ def spec(engine: Engine) -> JobTypeSpec:
 def claim(
     engine: Engine, n: int = 1, owner: str = OWNER, now: datetime | None = None
 ) -> list[ClaimedJob]:
-    with engine.begin() as conn:
-        return claim_due_jobs(conn, owner=owner, pools=["default"], limit=n, now=now)
+    return claim_as(engine, owner, n, now=now)
 
 
 def finish(engine: Engine, *fs: Finish, owner: str = OWNER) -> set[uuid.UUID]:
@@ -108,11 +107,9 @@ def test_claim_serves_only_its_pools_and_batch_size(engine: Engine) -> None:
     store_types(engine, a, b)
     add_jobs(engine, a, 5)
     add_jobs(engine, b, 5)
-    with engine.begin() as conn:
-        got = claim_due_jobs(conn, owner=OWNER, pools=["pa"], limit=3)
+    got = claim_as(engine, OWNER, 3, ["pa"])
     assert len(got) == 3 and {c.job_type for c in got} == {"a"}
-    with engine.begin() as conn:
-        got = claim_due_jobs(conn, owner=OWNER, pools=["pa", "pb"], limit=100)
+    got = claim_as(engine, OWNER, 100, ["pa", "pb"])
     assert len(got) == 7
 
 

@@ -7,9 +7,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from migrations.runner import downgrade, head_revision, upgrade
-from shared.database import SchemaNotReady, current_revision, ensure_migrated, make_engine
-from shared.models import metadata
+from rota.migrations.runner import (
+    current_revision,
+    downgrade,
+    ensure_migrated,
+    head_revision,
+    upgrade,
+)
+from rota.shared.database import SchemaNotReady, make_engine
+from rota.shared.models import metadata
 
 
 def _drift(url: str) -> list[object]:

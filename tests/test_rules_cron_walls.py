@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from scheduler.rules.cron import CronWalls, parse_cron
-from scheduler.rules.occurrence import RuleError
+from rota.scheduler.rules.cron import CronWalls, parse_cron
+from rota.scheduler.rules.occurrence import RuleError
 
 _FIELDS = (
     (0, 59),  # second (6-field expressions only)

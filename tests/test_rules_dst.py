@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.rules import compile_rule, iter_between
+from rota.scheduler.rules import compile_rule, iter_between
 from tests.rules_helpers import (
     SHIFT_BOTH,
     SHIFT_FIRST,

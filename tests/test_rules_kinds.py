@@ -6,7 +6,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from scheduler.rules import (
+from rota.scheduler.rules import (
     RuleError,
     compile_rule,
     effective_dst,
@@ -14,8 +14,8 @@ from scheduler.rules import (
     iter_between,
     iter_range,
 )
-from scheduler.rules.policy import FIXED_TIME_DEFAULT, REAL_TIME_DEFAULT
-from shared.timefmt import utc_key
+from rota.scheduler.rules.policy import FIXED_TIME_DEFAULT, REAL_TIME_DEFAULT
+from rota.shared.timefmt import utc_key
 from tests.rules_helpers import SKIP_FIRST, at, instants, spec, walk
 
 # --- cron --------------------------------------------------------------------

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from cli.main import main
-from scheduler.apply import apply_file
-from scheduler.service import SchedulerService
-from shared.config.errors import ConfigError
-from shared.models import job_types, schedules
+from rota.cli.main import main
+from rota.scheduler.apply import apply_file
+from rota.scheduler.schedule_file.errors import ConfigError
+from rota.scheduler.service import SchedulerService
+from rota.shared.models import job_types, schedules
 from tests.scheduler_helpers import MIN, T0, jobs_of, schedule_row
 
 HEAD = """\

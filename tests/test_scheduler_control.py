@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
-from cli.main import main
-from scheduler.control import UnknownSchedule, backfill, pause, resume, trigger
-from scheduler.service import SchedulerService
-from shared.config.model import MisfirePolicy
+from rota.cli.main import main
+from rota.scheduler.control import UnknownSchedule, backfill, pause, resume, trigger
+from rota.scheduler.service import SchedulerService
+from rota.shared.config.model import MisfirePolicy
 from tests.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, skips_of, spec
 
 

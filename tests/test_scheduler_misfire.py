@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.jitter import jitter_offset
-from scheduler.misfire import PlannedJob, plan_due, repeat_period, scan
-from scheduler.overlap import decide_overlap
-from shared.config.model import MisfirePolicy, OverlapPolicy, ScheduleSpec
+from rota.scheduler.jitter import jitter_offset
+from rota.scheduler.misfire import PlannedJob, plan_due, repeat_period, scan
+from rota.scheduler.overlap import decide_overlap
+from rota.shared.config.model import MisfirePolicy, OverlapPolicy, ScheduleSpec
+from rota.shared.states import SkipReason
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -106,7 +107,7 @@ def test_skip_drops_late_occurrences_and_runs_on_time_ones() -> None:
     (skip,) = plan.skips
     assert (skip.reason, skip.first, skip.last, skip.count) == ("misfire", T0, T0 + 8 * MIN, 9)
     assert [j.instant for j in plan.jobs] == [T0 + 9 * MIN, T0 + 10 * MIN]
-    paused = plan_due(rule, s, first(rule), now, 500, skip_reason="paused")
+    paused = plan_due(rule, s, first(rule), now, 500, skip_reason=SkipReason.PAUSED)
     assert paused.skips[0].reason == "paused"
 
 
@@ -181,7 +182,7 @@ def test_overlap_decisions() -> None:
 
 
 def test_periodic_counting_of_cron_rules_matches_walking_them() -> None:
-    from scheduler.rules import compile_rule
+    from rota.scheduler.rules import compile_rule
 
     cases = [
         ("* * * * *", timedelta(days=3, seconds=17)),
@@ -225,7 +226,7 @@ def test_periodic_counting_of_cron_rules_matches_walking_them() -> None:
 def test_a_long_walk_is_cut_into_bounded_steps_with_exact_totals(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import scheduler.misfire as misfire
+    import rota.scheduler.misfire as misfire
 
     monkeypatch.setattr(misfire, "WALK_LIMIT", 100)
     rule = Grid(MIN)  # walked: no step, no period given

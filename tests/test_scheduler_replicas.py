@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from shared.config.model import MisfirePolicy
-from shared.models import jobs
-from shared.queries.schedules import read_clock
+from rota.shared.config.model import MisfirePolicy
+from rota.shared.models import jobs
+from rota.shared.queries.schedules import read_clock
 from tests.scheduler_helpers import apply_specs, schedule_row, spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ class Replica:
         log = path.open("wb")
         argv = ["scheduler", "--db", self.db_url, "--max-sleep", "0.2"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", *argv],
+            [sys.executable, "-m", "rota.cli.main", *argv],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

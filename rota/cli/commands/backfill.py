@@ -1,0 +1,51 @@
+"""``rota backfill NAME --from ISO --to ISO``: make every occurrence in [from, to)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
+from rota.scheduler.control import ScheduleRemoved, UnknownSchedule, backfill
+from rota.shared.timefmt import parse_instant, utc_key
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "backfill",
+        help="create every occurrence in [from, to) with its regular key",
+        description=(
+            "Create a job for every occurrence of NAME in [--from, --to), keyed like the "
+            "scheduler keys them; occurrences that already have a job are counted, not "
+            "duplicated, so running it twice creates nothing new."
+        ),
+    )
+    p.add_argument("name", metavar="NAME", help="the schedule")
+    p.add_argument("--from", dest="start", required=True, metavar="ISO", help="inclusive")
+    p.add_argument("--to", dest="end", required=True, metavar="ISO", help="exclusive")
+    add_db_option(p)
+    add_config_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        start = parse_instant(args.start)
+        end = parse_instant(args.end)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if end <= start:
+        raise UserError(f"--to {utc_key(end)} must be later than --from {utc_key(start)}")
+    with open_database(args) as engine:
+        try:
+            result = backfill(engine, args.name, start, end)
+        except (UnknownSchedule, ScheduleRemoved) as exc:
+            raise UserError(str(exc)) from None
+    line = (
+        f"{args.name} [{utc_key(start)}, {utc_key(end)}): {result.created} created, "
+        f"{result.existing} already existed"
+    )
+    if result.dst_skipped:
+        line += f", {result.dst_skipped} skipped by the DST policy"
+    print(line)
+    return EXIT_OK

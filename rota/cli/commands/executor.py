@@ -1,0 +1,123 @@
+"""``rota executor``: run one executor until SIGTERM/SIGINT (then drain and release)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from typing import Any
+
+from rota.cli.common import (
+    EXIT_OK,
+    UserError,
+    add_config_option,
+    add_db_option,
+    install_stop_handlers,
+    open_database,
+    setup_logging,
+)
+from rota.executor.service import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_POLL_INTERVAL,
+    DEFAULT_SWEEP_INTERVAL,
+    Executor,
+)
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "executor",
+        help="run one executor until SIGTERM/SIGINT",
+        description=(
+            "Claim due jobs of the given pools and run their handlers. Any number of "
+            "executors may run against one database. SIGTERM/SIGINT: stop claiming, let "
+            "running jobs finish for --drain-timeout, then hand the rest back to the queue."
+        ),
+    )
+    add_db_option(p)
+    add_config_option(p)
+    p.add_argument(
+        "--pools", default="default", metavar="A,B", help="pools to serve (default: default)"
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"jobs run at once by this process (default {DEFAULT_CONCURRENCY})",
+    )
+    p.add_argument(
+        "--tenant-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N running jobs per tenant, counted over all executors (default: no cap)",
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        metavar="SECONDS",
+        help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_POLL_INTERVAL,
+        metavar="SECONDS",
+        help=f"idle polling interval (default {DEFAULT_POLL_INTERVAL:g}; "
+        "PostgreSQL also wakes on NOTIFY)",
+    )
+    p.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=DEFAULT_SWEEP_INTERVAL,
+        metavar="SECONDS",
+        help=f"how often expired leases are taken back (default {DEFAULT_SWEEP_INTERVAL:g})",
+    )
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level (default INFO: one line per job transition)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    p.set_defaults(func=run)
+
+
+def parse_pools(text: str) -> tuple[str, ...]:
+    pools = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not pools:
+        raise UserError(f"--pools {text!r}: name at least one pool, like --pools default,reports")
+    return pools
+
+
+def _check_positive(name: str, value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise UserError(f"{name} must be positive, got {value:g}")
+
+
+def run(args: argparse.Namespace) -> int:
+    pools = parse_pools(args.pools)
+    if args.concurrency < 1:
+        raise UserError(f"--concurrency must be at least 1, got {args.concurrency}")
+    _check_positive("--tenant-limit", args.tenant_limit)
+    _check_positive("--poll-interval", args.poll_interval)
+    _check_positive("--sweep-interval", args.sweep_interval)
+    if args.drain_timeout < 0:
+        raise UserError(f"--drain-timeout must not be negative, got {args.drain_timeout:g}")
+    setup_logging(args.verbose, getattr(logging, args.log_level))
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    with open_database(args) as engine:
+        Executor(
+            engine,
+            pools,
+            args.concurrency,
+            tenant_limit=args.tenant_limit,
+            poll_interval=args.poll_interval,
+            sweep_interval=args.sweep_interval,
+            drain_timeout=args.drain_timeout,
+        ).run(stop)
+    return EXIT_OK

@@ -1,0 +1,52 @@
+"""``rota jobs``: list jobs, newest first, each with a line saying what it is doing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rota.cli.common import UserError, add_db_option, open_database
+from rota.cli.status import job_json, jobs_table
+from rota.shared.queries.jobs_read import database_now, list_jobs
+from rota.shared.states import ALL_STATES
+
+TABLE_LIMIT = 100
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser("jobs", help="list jobs")
+    p.add_argument(
+        "--state",
+        choices=ALL_STATES,
+        type=str.upper,
+        metavar="S",
+        help="one of " + ", ".join(ALL_STATES),
+    )
+    p.add_argument("--schedule", metavar="NAME")
+    p.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"newest N jobs (default: {TABLE_LIMIT} in the table, all with --json)",
+    )
+    p.add_argument("--json", action="store_true", help="every matching job, as a JSON list")
+    add_db_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {args.limit}")
+    limit = args.limit if args.limit is not None else (None if args.json else TABLE_LIMIT)
+    with open_database(args) as engine, engine.connect() as conn:
+        now = database_now(conn)
+        rows = list_jobs(conn, state=args.state, schedule=args.schedule, limit=limit)
+    if args.json:
+        print(json.dumps([job_json(r, now) for r in rows], indent=2))
+    else:
+        print(jobs_table(rows, now))
+        if limit is not None and len(rows) == limit:
+            print(f"(the newest {limit} shown; --limit N for more)", file=sys.stderr)
+    return 0

@@ -1,0 +1,34 @@
+"""``rota migrate``: create or upgrade the schema (idempotent)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rota.cli.common import add_db_option, open_database
+from rota.migrations.runner import current_revision, head_revision, upgrade
+from rota.shared.database import display_url, schema_of
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "migrate", help="create or upgrade the schema"
+    )
+    add_db_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_database(args, migrated=False) as engine:
+        before = current_revision(engine)
+        upgrade(engine)
+        head = head_revision()
+        where = display_url(engine.url)
+        schema = schema_of(engine.url)
+        if schema is not None:
+            where += f" schema {schema}"
+        if before == head:
+            print(f"{where}: schema already at {head}")
+        else:
+            print(f"{where}: schema upgraded from {before or 'nothing'} to {head}")
+    return 0

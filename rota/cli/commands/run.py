@@ -1,0 +1,123 @@
+"""``rota run [--config FILE]``: the one-command start on the embedded default.
+
+Migrates the database, applies the schedule file (``schedules.yaml`` in the
+working directory by default), then runs one scheduler replica and one executor
+in this process until SIGTERM/SIGINT, when the executor drains and releases
+what is left and the scheduler stops. The executor serves every pool that a
+stored job type names, unless ``--pools`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+from sqlalchemy import Engine
+
+from rota.cli.commands.executor import parse_pools
+from rota.cli.common import (
+    EXIT_OK,
+    UserError,
+    add_db_option,
+    install_stop_handlers,
+    open_database,
+    setup_logging,
+)
+from rota.executor.service import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, Executor
+from rota.migrations.runner import upgrade
+from rota.scheduler.apply import apply_file
+from rota.scheduler.service import SchedulerService
+from rota.shared.events import emit
+from rota.shared.queries.job_types import load_job_types
+
+DEFAULT_CONFIG = "schedules.yaml"
+log = logging.getLogger("rota.run")
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "run",
+        help="migrate, apply, and run a scheduler and an executor in one process",
+        description=(
+            "The one-command start: migrate the database, apply the schedule file, then "
+            "run one scheduler replica and one executor until SIGTERM/SIGINT."
+        ),
+    )
+    add_db_option(p)
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"the schedule file to apply (default: {DEFAULT_CONFIG} in the working directory)",
+    )
+    p.add_argument("--pools", metavar="A,B", help="pools to serve (default: every job type's)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"jobs run at once (default {DEFAULT_CONCURRENCY})",
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        metavar="SECONDS",
+        help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    p.set_defaults(func=run)
+
+
+def _config_path(args: argparse.Namespace) -> str:
+    path: str = args.config or DEFAULT_CONFIG
+    if not os.path.exists(path):
+        where = "" if args.config else " (the default; pass --config FILE for another)"
+        raise UserError(f"no schedule file {path}{where}")
+    return path
+
+
+def _pools(engine: Engine, args: argparse.Namespace) -> tuple[str, ...]:
+    if args.pools:
+        return parse_pools(args.pools)
+    with engine.connect() as conn:
+        pools = {spec.pool for spec in load_job_types(conn).values()}
+    return tuple(sorted(pools | {"default"}))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.concurrency < 1:
+        raise UserError(f"--concurrency must be at least 1, got {args.concurrency}")
+    path = _config_path(args)
+    setup_logging(args.verbose)
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    with open_database(args, migrated=False) as engine:
+        upgrade(engine)
+        result = apply_file(engine, path)
+        print(result.render(), file=sys.stderr)
+        pools = _pools(engine, args)
+        executor = Executor(engine, pools, args.concurrency, drain_timeout=args.drain_timeout)
+        scheduler = SchedulerService(engine)
+        emit(
+            log,
+            "run_started",
+            db=engine.url.render_as_string(hide_password=True),
+            config=path,
+            pools=",".join(pools),
+        )
+        scheduler_thread = threading.Thread(
+            target=scheduler.run, args=(stop,), name="rota-scheduler", daemon=True
+        )
+        scheduler_thread.start()
+        try:
+            executor.run(stop)
+        finally:
+            stop.set()
+            scheduler_thread.join(timeout=10)
+        emit(log, "run_stopped")
+    return EXIT_OK

@@ -1,0 +1,69 @@
+"""``rota scheduler [--config FILE]``: run one scheduler replica until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any
+
+from rota.cli.common import (
+    EXIT_OK,
+    add_config_option,
+    add_db_option,
+    install_stop_handlers,
+    open_database,
+    setup_logging,
+)
+from rota.scheduler.service import DEFAULT_MAX_SLEEP, SchedulerService
+from rota.scheduler.tick import DEFAULT_BATCH_JOBS, DEFAULT_BATCH_SCHEDULES
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "scheduler",
+        help="run one scheduler replica until SIGTERM/SIGINT",
+        description=(
+            "Turn due occurrences into jobs. Any number of replicas may run against "
+            "one database: each occurrence becomes exactly one job."
+        ),
+    )
+    add_db_option(p)
+    add_config_option(p)
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=DEFAULT_BATCH_SCHEDULES,
+        metavar="N",
+        help=f"due schedules locked per transaction (default {DEFAULT_BATCH_SCHEDULES})",
+    )
+    p.add_argument(
+        "--max-jobs",
+        type=int,
+        default=DEFAULT_BATCH_JOBS,
+        metavar="N",
+        help=f"jobs made per transaction (default {DEFAULT_BATCH_JOBS})",
+    )
+    p.add_argument(
+        "--max-sleep",
+        type=float,
+        default=DEFAULT_MAX_SLEEP,
+        metavar="SECONDS",
+        help=f"longest sleep between ticks (default {DEFAULT_MAX_SLEEP})",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    stop = threading.Event()
+    install_stop_handlers(stop)
+    with open_database(args) as engine:
+        service = SchedulerService(
+            engine,
+            batch_schedules=max(1, args.batch),
+            batch_jobs=max(1, args.max_jobs),
+            max_sleep=max(0.01, args.max_sleep),
+        )
+        service.run(stop)
+    return EXIT_OK

@@ -1,0 +1,118 @@
+"""``rota schedules [--json]``: the declared schedules, their next and last fire, and skips."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import RowMapping
+
+from rota.cli.common import EXIT_OK, add_config_option, add_db_option, open_database
+from rota.shared.config.model import ScheduleSpec
+from rota.shared.queries.schedule_skips import latest_by_reason, totals_by_reason
+from rota.shared.queries.schedules import list_schedules
+from rota.shared.timefmt import utc_key
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "schedules", help="list schedules: next fire, last fire, paused, skipped counts"
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    add_db_option(p)
+    add_config_option(p)
+    p.set_defaults(func=run)
+
+
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else utc_key(value)
+
+
+def _local(value: datetime | None, zone: str) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(ZoneInfo(zone)).isoformat()
+
+
+def describe(
+    row: RowMapping, totals: dict[str, int], latest: dict[str, RowMapping]
+) -> dict[str, Any]:
+    spec = ScheduleSpec.from_json(row["definition"])
+    return {
+        "name": row["name"],
+        "rule": spec.rule_text,
+        "timezone": spec.timezone,
+        "job_type": row["job_type"],
+        "misfire": spec.misfire.value,
+        "overlap": spec.overlap.value,
+        "next_fire_at": _instant(row["next_fire_at"]),
+        "next_fire_local": _local(row["next_fire_at"], spec.timezone),
+        "last_fire_at": _instant(row["last_fire_at"]),
+        "last_job_id": str(row["last_job_id"]) if row["last_job_id"] else None,
+        "cursor_at": _instant(row["cursor_at"]),
+        "paused": bool(row["paused"]),
+        "paused_at": _instant(row["paused_at"]),
+        "removed": bool(row["removed"]),
+        "skipped_count": int(row["skipped_count"]),
+        "coalesced_count": int(row["coalesced_count"]),
+        "skips": {
+            reason: {
+                "total": totals.get(reason, 0),
+                "latest": {
+                    "first": _instant(r["first_instant"]),
+                    "last": _instant(r["last_instant"]),
+                    "count": int(r["count"]),
+                    "job_id": str(r["job_id"]) if r["job_id"] else None,
+                    "recorded_at": _instant(r["recorded_at"]),
+                },
+            }
+            for reason, r in sorted(latest.items())
+        },
+    }
+
+
+def _status(d: dict[str, Any]) -> str:
+    if d["removed"]:
+        return "removed"
+    if d["paused"]:
+        return "paused"
+    return "active"
+
+
+def render(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "no schedules: run `rota apply FILE`"
+    lines = []
+    for d in items:
+        lines.append(
+            f"{d['name']}  [{_status(d)}]  {d['rule']}  ({d['timezone']})  -> {d['job_type']}"
+        )
+        nxt = d["next_fire_at"] or "-"
+        if d["next_fire_local"]:
+            nxt += f"  (local {d['next_fire_local']})"
+        lines.append(f"    next fire: {nxt}")
+        lines.append(f"    last fire: {d['last_fire_at'] or '-'}")
+        lines.append(
+            f"    skipped: {d['skipped_count']}  coalesced: {d['coalesced_count']}  "
+            f"(misfire {d['misfire']}, overlap {d['overlap']})"
+        )
+        for reason, s in d["skips"].items():
+            latest = s["latest"]
+            lines.append(
+                f"      {reason}: {s['total']} in all; latest {latest['count']} "
+                f"from {latest['first']} to {latest['last']}"
+            )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_database(args) as engine, engine.begin() as conn:
+        rows = list_schedules(conn)
+        totals = totals_by_reason(conn)
+        latest = latest_by_reason(conn)
+    items = [describe(r, totals.get(r["name"], {}), latest.get(r["name"], {})) for r in rows]
+    print(json.dumps(items, indent=2) if args.json else render(items))
+    return EXIT_OK

@@ -1,0 +1,34 @@
+"""``rota trigger NAME``: one manual run of a schedule now."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
+from rota.scheduler.control import ScheduleRemoved, UnknownSchedule, trigger
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "trigger",
+        help="fire one manual occurrence of a schedule now",
+        description=(
+            'Make one job now, keyed "<name>@manual:<UTC now>Z" so it never collides '
+            "with a regular occurrence. The schedule's cursor does not move."
+        ),
+    )
+    p.add_argument("name", metavar="NAME", help="the schedule")
+    add_db_option(p)
+    add_config_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_database(args) as engine:
+        try:
+            result = trigger(engine, args.name)
+        except (UnknownSchedule, ScheduleRemoved) as exc:
+            raise UserError(str(exc)) from None
+    print(f"{result.job_id}  {result.dedup_key}")
+    return EXIT_OK

@@ -1,0 +1,157 @@
+"""What a job is doing, in words a person on call can act on.
+
+* ``running on host:123:ab12, last heartbeat 12 s ago, stage GENERATING 340/1000``
+* ``waiting to retry at 14:05:10Z after TIMEOUT (attempt 2 of 5)``
+* ``failed: PAYMENT_DECLINED, card expired (attempt 5 of 5)``
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from rota.shared.states import JobState
+
+Row = Mapping[Any, Any]  # a job or attempt row (SQLAlchemy RowMapping)
+
+
+def _ago(now: datetime, then: datetime | None) -> str:
+    if then is None:
+        return "never"
+    secs = max(0.0, (now - then).total_seconds())
+    if secs < 120:
+        return f"{secs:.0f} s ago"
+    if secs < 7200:
+        return f"{secs / 60:.0f} min ago"
+    return f"{secs / 3600:.1f} h ago"
+
+
+def _at(instant: datetime | None) -> str:
+    return "-" if instant is None else instant.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _progress(job: Row) -> str:
+    parts = []
+    if job["progress_stage"]:
+        parts.append(f"stage {job['progress_stage']}")
+    if job["progress_done"] is not None:
+        total = job["progress_total"]
+        parts.append(
+            f"{job['progress_done']}/{total}"
+            if total is not None
+            else f"{job['progress_done']} done"
+        )
+    return " ".join(parts)
+
+
+def _attempts(job: Row) -> str:
+    return f"attempt {job['attempt_count']} of {job['max_attempts']}"
+
+
+def describe(job: Row, now: datetime) -> str:
+    """One line that says what the job is doing and what happens next."""
+    state = job["state"]
+    if state in (JobState.RUNNING, JobState.CANCEL_REQUESTED):
+        beat = job["heartbeat_at"] or job["started_at"]
+        text = f"running on {job['lease_owner']}, last heartbeat {_ago(now, beat)}"
+        progress = _progress(job)
+        if progress:
+            text += f", {progress}"
+        if job["lease_expires_at"] is not None and job["lease_expires_at"] < now:
+            text += f", lease expired {_ago(now, job['lease_expires_at'])} (the sweeper will act)"
+        if state == JobState.CANCEL_REQUESTED:
+            text = "cancel requested, waiting for the worker to stop; " + text
+        return f"{text} ({_attempts(job)})"
+    if state == JobState.RETRY_WAIT:
+        after = job["last_error_code"] or "an error"
+        when = "now" if job["run_after"] <= now else f"at {_at(job['run_after'])}"
+        return f"waiting to retry {when} after {after} ({_attempts(job)})"
+    if state == JobState.QUEUED:
+        if job["run_after"] > now:
+            return f"queued, due at {_at(job['run_after'])}"
+        return f"queued, due {_ago(now, job['run_after'])}, waiting for an executor"
+    if state == JobState.SUCCEEDED:
+        text = f"succeeded at {_at(job['finished_at'] or job['updated_at'])}"
+        if job["result_ref"]:
+            text += f", result {job['result_ref']}"
+        return f"{text} ({_attempts(job)})"
+    if state == JobState.FAILED:
+        last_line = (job["last_error_detail"] or "").strip().splitlines()[-1:]
+        detail = f", {last_line[0]}" if last_line else ""
+        text = f"failed: {job['last_error_code'] or 'unknown error'}{detail} ({_attempts(job)})"
+        if job["needs_reconcile"]:
+            text += "; the outcome of the last attempt is unknown: check it, then `rota replay`"
+        return text
+    if state == JobState.CANCELLED:
+        return f"cancelled at {_at(job['finished_at'] or job['updated_at'])}"
+    return str(state)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def job_json(job: Row, now: datetime) -> dict[str, Any]:
+    data = {k: _json_value(v) for k, v in job.items()}
+    data["status"] = describe(job, now)
+    return data
+
+
+def attempt_json(attempt: Row) -> dict[str, Any]:
+    return {k: _json_value(v) for k, v in attempt.items() if k != "attempt_id"}
+
+
+def jobs_table(rows: Sequence[Row], now: datetime) -> str:
+    lines = [f"{'JOB ID':36}  {'TYPE':20}  {'STATE':16}  STATUS"]
+    for job in rows:
+        lines.append(
+            f"{job['job_id']!s:36}  {job['job_type'][:20]:20}  {job['state']:16}  "
+            f"{describe(job, now)}"
+        )
+    return "\n".join(lines)
+
+
+def job_detail(job: Row, attempts: Sequence[Row], now: datetime) -> str:
+    lines = [
+        f"job {job['job_id']}",
+        f"  type        {job['job_type']} (pool {job['pool']}, priority {job['priority']})",
+        f"  state       {job['state']}",
+        f"  status      {describe(job, now)}",
+    ]
+    if job["schedule_name"]:
+        lines.append(f"  schedule    {job['schedule_name']} for {_at(job['scheduled_for'])}")
+        if job["covers_count"]:
+            lines.append(
+                f"  covers      {job['covers_count']} occurrences from {_at(job['covers_from'])}"
+            )
+    for key in ("dedup_key", "payload_ref", "tenant", "concurrency_key", "result_ref"):
+        if job[key]:
+            lines.append(f"  {key:<11} {job[key]}")
+    if job["args"] is not None:
+        lines.append(f"  args        {json.dumps(job['args'], sort_keys=True)}")
+    lines.append(f"  created     {_at(job['created_at'])}, run after {_at(job['run_after'])}")
+    if job["last_error_code"]:
+        lines.append(f"  last error  {job['last_error_code']}")
+        for detail_line in (job["last_error_detail"] or "").strip().splitlines()[-5:]:
+            lines.append(f"              {detail_line}")
+    lines.append("  attempts")
+    if not attempts:
+        lines.append("    none yet")
+    for a in attempts:
+        took = ""
+        if a["ended_at"] is not None:
+            took = f", {(a['ended_at'] - a['started_at']).total_seconds():.1f} s"
+        outcome = a["outcome"] or "in progress"
+        error = f" {a['error_code']}" if a["error_code"] else ""
+        lines.append(
+            f"    #{a['attempt']} gen {a['lease_generation']} on {a['worker_id']} at "
+            f"{_at(a['started_at'])}{took}: {outcome}{error}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""``ctx``: what a handler gets to know about its job and to tell the executor."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from rota.executor.errors import JobCancelled, JobReleased, JobTimedOut, LeaseLost
+from rota.executor.lease import HeldJob, StopReason
+
+
+@dataclass(frozen=True)
+class Covers:
+    """The occurrences a coalesced scheduled job stands for: first, last, how many."""
+
+    first: datetime
+    last: datetime
+    count: int
+
+
+@dataclass(frozen=True)
+class JobContext:
+    job_id: uuid.UUID
+    job_type: str
+    attempt: int  # 1 for the first attempt
+    payload_ref: str | None
+    args: dict[str, Any]
+    scheduled_for: datetime | None
+    covers: Covers | None
+    _held: HeldJob
+
+    @classmethod
+    def for_job(cls, held: HeldJob) -> JobContext:
+        c = held.claimed
+        covers = None
+        if c.covers_count is not None and c.scheduled_for is not None:
+            covers = Covers(c.covers_from or c.scheduled_for, c.scheduled_for, c.covers_count)
+        return cls(
+            job_id=c.job_id,
+            job_type=c.job_type,
+            attempt=c.attempt,
+            payload_ref=c.payload_ref,
+            args=dict(c.args),
+            scheduled_for=c.scheduled_for,
+            covers=covers,
+            _held=held,
+        )
+
+    def idempotency_key(self, op: str) -> str:
+        """A key for operation ``op`` of this job, the same in every attempt."""
+        return f"rota:{self.job_id}:{op}"
+
+    def progress(
+        self, stage: str | None = None, done: int | None = None, total: int | None = None
+    ) -> None:
+        """Record progress; stored on the job row with the next (fenced) heartbeat."""
+        self._held.set_progress(stage, done, total)
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._held.cancel_requested
+
+    def checkpoint(self) -> None:
+        """Raise if this handler must stop: lease lost, timed out, released, or cancelled."""
+        held = self._held
+        stop = held.stop
+        if stop is StopReason.LOST or (stop is None and held.locally_expired()):
+            raise LeaseLost(f"job {self.job_id}: this worker no longer holds the lease")
+        if stop is StopReason.TIMED_OUT:
+            raise JobTimedOut(f"job {self.job_id}: the attempt overran its timeout")
+        if stop is StopReason.RELEASED:
+            raise JobReleased(f"job {self.job_id}: the executor is shutting down")
+        if held.cancel_requested:
+            raise JobCancelled(f"job {self.job_id}: cancellation was requested")

@@ -1,0 +1,43 @@
+"""Job type specs, cached in the executor process.
+
+Read from ``job_types`` at start, again every ``refresh_seconds``, and at once
+(at most once a second) when a claimed job names a type the cache lacks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy import Engine
+
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.queries.job_types import load_job_types
+
+
+class JobTypeCache:
+    def __init__(self, engine: Engine, refresh_seconds: float = 30.0) -> None:
+        self._engine = engine
+        self._refresh_seconds = refresh_seconds
+        self._specs: dict[str, JobTypeSpec] = {}
+        self._loaded_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def refresh(self) -> None:
+        with self._engine.connect() as conn:
+            specs = load_job_types(conn)
+            conn.rollback()
+        with self._lock:
+            self._specs = specs
+            self._loaded_at = time.monotonic()
+
+    def refresh_if_stale(self) -> None:
+        if time.monotonic() - self._loaded_at > self._refresh_seconds:
+            self.refresh()
+
+    def get(self, name: str) -> JobTypeSpec | None:
+        spec = self._specs.get(name)
+        if spec is None and time.monotonic() - self._loaded_at > 1.0:
+            self.refresh()
+            spec = self._specs.get(name)
+        return spec

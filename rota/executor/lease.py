@@ -1,0 +1,108 @@
+"""What a worker knows about one job it holds: the lease, the stop signals, progress.
+
+A ``HeldJob`` is shared by the handler's thread (through ``ctx``), the heartbeat
+thread and the outcome writer; a lock guards the few fields more than one of
+them writes. ``settle()`` is the single decision point for reporting: the
+first of {the handler's outcome, the timeout, the release at shutdown, the
+discovery that the lease is gone} to settle the job decides what (if anything)
+is written; every later one is dropped.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from rota.executor.processes import kill_process_group
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.queries.jobs_claim import ClaimedJob
+from rota.shared.queries.jobs_lease import Renewal
+
+# A lease is treated as lost locally once this share of it has passed since the
+# last renewal the database confirmed: the margin covers a slow statement and
+# clock-rate differences, so a worker that cannot renew stops its handlers
+# before the lease can pass to another worker.
+LOCAL_LEASE_SHARE = 0.8
+
+
+class StopReason(StrEnum):
+    LOST = "lost"
+    TIMED_OUT = "timed_out"
+    RELEASED = "released"
+
+
+@dataclass(eq=False)
+class HeldJob:
+    claimed: ClaimedJob
+    spec: JobTypeSpec | None
+    renewed_at: float  # monotonic time the last confirmed renewal (or the claim) was sent
+    started_at: float = field(default_factory=time.monotonic)
+    cancel_requested: bool = False
+    stop: StopReason | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    _settled: bool = False
+    _progress: tuple[str | None, int | None, int | None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def local_deadline(self) -> float:
+        return self.renewed_at + self.claimed.lease_seconds * LOCAL_LEASE_SHARE
+
+    @property
+    def settled(self) -> bool:
+        return self._settled
+
+    def settle(self) -> bool:
+        """Claim the right to report this job's outcome; False if someone already did."""
+        with self._lock:
+            if self._settled:
+                return False
+            self._settled = True
+            return True
+
+    def interrupt(self, reason: StopReason) -> None:
+        """Make ``ctx.checkpoint()`` raise from now on; kill a subprocess handler."""
+        with self._lock:
+            if self.stop is None:
+                self.stop = reason
+        self.kill_process()
+
+    def kill_process(self) -> None:
+        proc = self.proc
+        if proc is not None:
+            kill_process_group(proc)
+
+    def locally_expired(self, now_mono: float | None = None) -> bool:
+        return (time.monotonic() if now_mono is None else now_mono) > self.local_deadline
+
+    def set_progress(self, stage: str | None, done: int | None, total: int | None) -> None:
+        with self._lock:
+            old = self._progress or (None, None, None)
+            self._progress = (
+                stage if stage is not None else old[0],
+                done if done is not None else old[1],
+                total if total is not None else old[2],
+            )
+
+    @property
+    def has_progress(self) -> bool:
+        return self._progress is not None
+
+    def renewal(self) -> Renewal:
+        """The renewal to send, taking any pending progress with it."""
+        with self._lock:
+            progress, self._progress = self._progress, None
+        stage, done, total = progress or (None, None, None)
+        c = self.claimed
+        return Renewal(c.job_id, c.lease_generation, stage, done, total)
+
+    def restore_progress(self, renewal: Renewal) -> None:
+        """Put back progress a failed heartbeat did not store."""
+        if renewal.stage is None and renewal.done is None and renewal.total is None:
+            return
+        with self._lock:
+            if self._progress is None:
+                self._progress = (renewal.stage, renewal.done, renewal.total)

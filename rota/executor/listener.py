@@ -1,0 +1,57 @@
+"""Fast wake-up on PostgreSQL: LISTEN on ``rota_jobs`` from a dedicated connection.
+
+The connection is autocommit and only waits for notifications; each one sets
+the executor's wake event, so an idle executor claims within milliseconds of
+an insert (a trigger notifies), a release, a sweep back to RETRY_WAIT or a
+replay. If the connection drops, it is reopened; polling covers the gap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+from sqlalchemy import Engine
+
+from rota.shared.database import listen_channel
+from rota.shared.queries.jobs_notify import CHANNEL
+
+log = logging.getLogger("rota.executor")
+
+_WAIT_SECONDS = 0.5
+_RECONNECT_SECONDS = 1.0
+
+
+class Listener:
+    def __init__(self, engine: Engine, wake: threading.Event) -> None:
+        url = engine.url.set(drivername="postgresql")
+        self._dsn = url.render_as_string(hide_password=False)
+        self._wake = wake
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, wait_ready: float = 5.0) -> None:
+        self._thread = threading.Thread(target=self._loop, name="rota-listen", daemon=True)
+        self._thread.start()
+        self._ready.wait(wait_ready)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * _WAIT_SECONDS + 1)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._dsn, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {listen_channel(conn, CHANNEL)}")
+                    self._ready.set()
+                    self._wake.set()  # anything inserted while we were not listening
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=_WAIT_SECONDS, stop_after=1):
+                            self._wake.set()
+            except psycopg.Error as exc:
+                log.warning("LISTEN %s connection failed, polling meanwhile: %s", CHANNEL, exc)
+                self._stop.wait(_RECONNECT_SECONDS)

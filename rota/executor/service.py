@@ -1,0 +1,415 @@
+"""The executor service: claim, run, renew, report, sweep, shut down gracefully.
+
+::
+
+    stop = threading.Event()
+    Executor(engine, pools=("default",), concurrency=8).run(stop)   # until stop is set
+
+Threads: the caller's (claim loop + sweeper), ``concurrency`` worker slots
+running handlers, the heartbeat, the outcome writer and, on PostgreSQL, the
+LISTEN connection. Tests drive ticks by hand instead: ``start()`` the
+background threads, then ``claim_once()``, ``sweep_once()``,
+``heartbeat_once()``, ``wait_idle()``, and ``shutdown()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine
+
+from rota.executor import outcomes
+from rota.executor.claim import claim_jobs
+from rota.executor.handlers import HandlerRegistry
+from rota.executor.heartbeat import Heartbeat
+from rota.executor.identity import new_worker_id
+from rota.executor.jobtypes import JobTypeCache
+from rota.executor.lease import HeldJob, StopReason
+from rota.executor.listener import Listener
+from rota.executor.runner import run_held_job
+from rota.executor.sqlite_watch import SqliteWatcher
+from rota.executor.transactions import LoopConnection
+from rota.executor.writer import OutcomeWriter
+from rota.shared.events import emit
+from rota.shared.queries.jobs_lease import Swept, sweep_expired_leases
+from rota.shared.queries.jobs_notify import notify_claimable
+from rota.shared.queries.jobs_outcome import Finish
+from rota.shared.states import AttemptOutcome, JobState
+
+log = logging.getLogger("rota.executor")
+T = TypeVar("T")
+
+DEFAULT_POOLS = ("default",)
+DEFAULT_CONCURRENCY = 8
+DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_SWEEP_INTERVAL = 5.0
+DEFAULT_DRAIN_TIMEOUT = 30.0
+MAX_CLAIM_BATCH = 200
+STOP_GRACE_SECONDS = 2.0
+# A busy executor waits this long for more slots to free before claiming a small
+# batch: fewer, larger claims under load, at most this much added latency.
+CLAIM_LINGER_SECONDS = 0.002
+
+
+class Executor:
+    def __init__(
+        self,
+        engine: Engine,
+        pools: Sequence[str] = DEFAULT_POOLS,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        *,
+        tenant_limit: int | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        max_claim_batch: int = MAX_CLAIM_BATCH,
+        listen: bool = True,
+        worker_id: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if not pools:
+            raise ValueError("an executor serves at least one pool")
+        self.engine = engine
+        self.pools = tuple(pools)
+        self.concurrency = concurrency
+        self.tenant_limit = tenant_limit
+        self.poll_interval = poll_interval
+        self.sweep_interval = sweep_interval
+        self.drain_timeout = drain_timeout
+        self.max_claim_batch = max_claim_batch
+        self.worker_id = worker_id or new_worker_id()
+        self._rng = rng or random.Random()
+        self._types = JobTypeCache(engine)
+        self._handlers = HandlerRegistry()
+        self._held: dict[uuid.UUID, HeldJob] = {}
+        self._held_lock = threading.Lock()
+        self._busy = 0
+        self._busy_cond = threading.Condition()
+        self._slots: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
+        self._slot_threads: list[threading.Thread] = []
+        self._wake = threading.Event()
+        self._draining = False
+        self._started = False
+        self.claim_rounds = 0  # claim statements run so far (tests wait on it)
+        # One held connection per loop; on SQLite they queue on one process lock.
+        sqlite_lock = threading.Lock()
+        self._claim_db = LoopConnection(engine, sqlite_lock)
+        self._writer = OutcomeWriter(
+            LoopConnection(engine, sqlite_lock), self.worker_id, self._on_written
+        )
+        self._heartbeat = Heartbeat(
+            LoopConnection(engine, sqlite_lock),
+            self.worker_id,
+            self.held_jobs,
+            self._on_lost,
+            self._on_timeout,
+        )
+        self._listener: Listener | SqliteWatcher | None = None
+        if listen and engine.dialect.name == "postgresql":
+            self._listener = Listener(engine, self._wake)
+        elif listen and engine.dialect.name == "sqlite":
+            self._listener = SqliteWatcher(engine, self._wake)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background threads (slots, heartbeat, writer, listener)."""
+        if self._started:
+            return
+        self._started = True
+        self._types.refresh()
+        for i in range(self.concurrency):
+            t = threading.Thread(target=self._slot_loop, name=f"rota-slot-{i}", daemon=True)
+            t.start()
+            self._slot_threads.append(t)
+        self._writer.start()
+        self._heartbeat.start()
+        if self._listener is not None:
+            self._listener.start()
+        emit(
+            log,
+            "executor_started",
+            worker_id=self.worker_id,
+            pools=",".join(self.pools),
+            concurrency=self.concurrency,
+        )
+
+    def run(self, stop: threading.Event) -> None:
+        """Claim and run jobs until ``stop`` is set, then drain and release (graceful)."""
+        self.start()
+
+        def wake_on_stop() -> None:
+            stop.wait()
+            self._wake.set()
+            with self._busy_cond:
+                self._busy_cond.notify_all()
+
+        threading.Thread(target=wake_on_stop, name="rota-stop", daemon=True).start()
+        next_sweep = 0.0
+        try:
+            while not stop.is_set():
+                if time.monotonic() >= next_sweep:
+                    self._guarded(self.sweep_once)
+                    next_sweep = time.monotonic() + self.sweep_interval
+                self._wake.clear()
+                asked = self._claim_limit()
+                claimed = self._guarded(self.claim_once) or 0
+                self._guarded(self._types.refresh_if_stale)
+                if asked == 0 or claimed == asked:
+                    # Busy, or more may be due: claim again once enough slots are free.
+                    self._wait_for_slots(stop, min(next_sweep, time.monotonic() + 1.0))
+                    continue
+                # The queue is drained for now: sleep until NOTIFY, a poll or a sweep.
+                wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()))
+                self._wake.wait(wait)
+        finally:
+            self.shutdown()
+
+    def _wait_for_slots(self, stop: threading.Event, until: float) -> None:
+        """Wait until a good batch of slots is free (or a short linger passes with some)."""
+        want = max(1, min(self.max_claim_batch, self.concurrency // 2))
+        linger_end: float | None = None
+        with self._busy_cond:
+            while not stop.is_set() and time.monotonic() < until:
+                free = self.concurrency - self._busy
+                if free >= want:
+                    return
+                if free > 0:
+                    linger_end = linger_end or time.monotonic() + CLAIM_LINGER_SECONDS
+                    left = linger_end - time.monotonic()
+                    if left <= 0:
+                        return
+                    self._busy_cond.wait(left)
+                else:
+                    self._busy_cond.wait(max(0.0, until - time.monotonic()))
+
+    def shutdown(self, drain_timeout: float | None = None) -> None:
+        """Stop claiming, let handlers finish for ``drain_timeout``, release the rest."""
+        if not self._started or self._draining:
+            return
+        self._draining = True
+        timeout = self.drain_timeout if drain_timeout is None else drain_timeout
+        self._wait_drained(timeout)
+        for held in self.held_jobs():
+            if held.settled:
+                continue
+            held.interrupt(StopReason.RELEASED)
+            if held.settle():
+                self._writer.submit(held, outcomes.released(held.claimed))
+        self._writer.wait_idle(10.0)
+        # Released handlers stop at their next checkpoint; give them a moment to
+        # record partial effects before the process goes away.
+        self._wait_handlers(STOP_GRACE_SECONDS)
+        self._heartbeat.stop()
+        self._writer.stop(timeout=0.0)
+        if self._listener is not None:
+            self._listener.stop()
+        for _ in self._slot_threads:
+            self._slots.put(None)
+        self._claim_db.close()
+        emit(log, "executor_stopped", worker_id=self.worker_id)
+
+    # -- ticks -----------------------------------------------------------------
+
+    @property
+    def free_slots(self) -> int:
+        return self.concurrency - self._busy
+
+    def _claim_limit(self) -> int:
+        return 0 if self._draining else max(0, min(self.free_slots, self.max_claim_batch))
+
+    def claim_once(self, now: datetime | None = None) -> int:
+        """Claim as many due jobs as there are free slots and start them."""
+        limit = self._claim_limit()
+        if limit <= 0:
+            return 0
+        sent_at = time.monotonic()
+        claimed = claim_jobs(
+            self._claim_db,
+            owner=self.worker_id,
+            pools=self.pools,
+            limit=limit,
+            tenant_limit=self.tenant_limit,
+            now=now,
+        )
+        self.claim_rounds += 1
+        for c in claimed:
+            held = HeldJob(c, self._types.get(c.job_type), renewed_at=sent_at)
+            with self._held_lock:
+                self._held[c.job_id] = held
+            with self._busy_cond:
+                self._busy += 1
+            emit(
+                log,
+                "claimed",
+                job_id=c.job_id,
+                job_type=c.job_type,
+                generation=c.lease_generation,
+                attempt=c.attempt,
+            )
+            self._slots.put(held)
+        return len(claimed)
+
+    def sweep_once(self, now: datetime | None = None) -> list[Swept]:
+        """Take back expired leases (any executor's); safe to run concurrently."""
+        with self._claim_db.statement() as conn:
+            swept = sweep_expired_leases(conn, now=now)
+        if any(s.state is JobState.RETRY_WAIT for s in swept):
+            try:
+                with self._claim_db.statement() as conn:
+                    notify_claimable(conn)
+            except Exception as exc:  # idle executors poll; the sweep stands
+                log.warning("could not notify idle executors: %s", exc)
+        for s in swept:
+            emit(
+                log,
+                "lease_expired",
+                logging.WARNING,
+                job_id=s.job_id,
+                generation=s.generation,
+                state=s.state,
+                attempt_count=s.attempt_count,
+            )
+        return swept
+
+    def heartbeat_once(self, now: datetime | None = None) -> int:
+        """Renew every held lease now (the heartbeat thread does this on its own)."""
+        return self._heartbeat.beat_once(force=True, now=now)
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until no handler runs and every outcome is written."""
+        deadline = time.monotonic() + timeout
+        if not self._wait_handlers(timeout):
+            return False
+        while True:
+            if not self._writer.wait_idle(max(0.0, deadline - time.monotonic())):
+                return False
+            with self._held_lock:
+                if not any(h.settled for h in self._held.values()):
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+    def held_jobs(self) -> list[HeldJob]:
+        with self._held_lock:
+            return list(self._held.values())
+
+    # -- internals -------------------------------------------------------------
+
+    def _wait_drained(self, timeout: float) -> bool:
+        """Wait until every held job has an outcome (a timed-out thread may still run)."""
+        deadline = time.monotonic() + timeout
+        with self._busy_cond:
+            while any(not h.settled for h in self.held_jobs()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._busy_cond.wait(min(left, 0.05))
+        return True
+
+    def _wait_handlers(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._busy_cond:
+            while self._busy > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._busy_cond.wait(left)
+        return True
+
+    def _guarded(self, fn: Callable[[], T]) -> T | None:
+        try:
+            return fn()
+        except Exception as exc:  # database hiccup: log, keep the loop alive
+            log.warning("executor tick failed: %s", exc)
+            time.sleep(min(self.poll_interval, 1.0))
+            return None
+
+    def _slot_loop(self) -> None:
+        while True:
+            held = self._slots.get()
+            if held is None:
+                return
+            try:
+                finish = run_held_job(held, self._handlers, self._rng)
+                if finish is not None:
+                    if held.settle():
+                        self._writer.submit(held, finish)
+                elif held.stop is None:
+                    # The handler stopped on its own local lease deadline.
+                    self._on_lost(held, "not renewed in time")
+            except Exception:
+                log.exception("worker slot failed on job %s", held.claimed.job_id)
+            finally:
+                with self._busy_cond:
+                    self._busy -= 1
+                    self._busy_cond.notify_all()
+
+    def _forget(self, held: HeldJob) -> None:
+        with self._held_lock:
+            if self._held.get(held.claimed.job_id) is held:
+                del self._held[held.claimed.job_id]
+
+    def _on_lost(self, held: HeldJob, why: str) -> None:
+        held.interrupt(StopReason.LOST)
+        held.settle()
+        self._forget(held)
+        c = held.claimed
+        emit(
+            log,
+            "lease_lost",
+            logging.WARNING,
+            job_id=c.job_id,
+            generation=c.lease_generation,
+            reason=why,
+        )
+
+    def _on_timeout(self, held: HeldJob) -> None:
+        held.interrupt(StopReason.TIMED_OUT)
+        if held.settle():
+            c = held.claimed
+            emit(log, "timed_out", logging.WARNING, job_id=c.job_id, generation=c.lease_generation)
+            self._writer.submit(held, outcomes.timed_out(c, held.spec, self._rng))
+
+    def _on_written(self, held: HeldJob, finish: Finish, state: JobState | None) -> None:
+        self._forget(held)
+        c = held.claimed
+        if state is None:
+            emit(
+                log,
+                "lease_lost",
+                logging.WARNING,
+                job_id=c.job_id,
+                generation=c.lease_generation,
+                reason="outcome write matched no row",
+            )
+            return
+        fields: dict[str, Any] = {"job_id": c.job_id, "generation": c.lease_generation}
+        if state is JobState.SUCCEEDED:
+            reconciled = finish.outcome is AttemptOutcome.RECONCILED
+            emit(log, "reconciled" if reconciled else "succeeded", **fields)
+        elif state is JobState.RETRY_WAIT:
+            emit(
+                log,
+                "retry_scheduled",
+                **fields,
+                code=finish.error_code,
+                delay_seconds=round(finish.delay_seconds or 0.0, 3),
+            )
+        elif state is JobState.FAILED:
+            emit(log, "failed", logging.WARNING, code=finish.error_code, **fields)
+        elif state is JobState.CANCELLED:
+            emit(log, "cancelled", **fields)
+        elif state is JobState.QUEUED:
+            emit(log, "released", **fields)

@@ -1,0 +1,197 @@
+"""``rota apply``: make the ``schedules`` table match a schedule file, in one transaction.
+
+* added: a new row; its cursor starts at the apply instant, so the first
+  occurrence is the first one strictly after it.
+* changed: the new definition is stored. When what decides the fire instants
+  changed (``ScheduleSpec.rule_hash``: rule, zone, DST policy, exclusions),
+  the cursor moves to ``max(now, cursor)`` and ``next_fire_at`` is recomputed:
+  the new rule takes effect from its next occurrence and never replays the
+  past. Other changes (misfire policy, jitter, payload...) keep the cursor.
+* removed: the row is kept, marked removed, and no longer fires; its pending
+  jobs are kept. A schedule added again later is revived from ``now``.
+* paused rows stay paused: pausing is an operator's action, not the file's.
+
+The job types of the file are upserted in the same transaction. A dry run does
+all of it and rolls back, so it reports exactly what a real apply would do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from rota.scheduler.rules import compile_rule
+from rota.scheduler.schedule_file.errors import ConfigError, Problem
+from rota.scheduler.schedule_file.loader import load_schedule_file
+from rota.shared.config.model import ScheduleFile, ScheduleSpec
+from rota.shared.events import emit
+from rota.shared.queries.job_types import load_job_types, upsert_job_types
+from rota.shared.queries.schedules import (
+    insert_schedule,
+    lock_all_schedules,
+    mark_removed_if_present,
+    notify_schedules_changed,
+    read_clock,
+    redefine_schedule,
+)
+
+log = logging.getLogger("rota.scheduler")
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    added: tuple[str, ...] = ()
+    changed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> fields
+    revived: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    unchanged: int = 0
+    job_types: Mapping[str, str] = field(default_factory=dict)  # name -> added | changed
+    dry_run: bool = False
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.added or self.changed or self.revived or self.removed or self.job_types)
+
+    def render(self) -> str:
+        lines: list[str] = []
+        lines += [f"+ {name}  (added)" for name in self.added]
+        lines += [f"+ {name}  (revived)" for name in self.revived]
+        lines += [f"~ {name}  (changed: {', '.join(f)})" for name, f in self.changed.items()]
+        lines += [f"- {name}  (removed: kept, no longer fires)" for name in self.removed]
+        lines += [f"  job type {name}: {what}" for name, what in sorted(self.job_types.items())]
+        summary = (
+            f"{len(self.added)} added, {len(self.changed)} changed, {len(self.revived)} revived, "
+            f"{len(self.removed)} removed, {self.unchanged} unchanged"
+        )
+        if self.dry_run:
+            summary += " (dry run: nothing applied)"
+        return "\n".join([*lines, summary])
+
+
+def apply_file(
+    engine: Engine, path: str | Path, dry_run: bool = False, now: datetime | None = None
+) -> ApplyResult:
+    """Validate ``path`` (raises ``ConfigError`` and applies nothing) and apply it."""
+    return apply_schedule_file(engine, load_schedule_file(path), dry_run=dry_run, now=now)
+
+
+def apply_schedule_file(
+    engine: Engine, sf: ScheduleFile, *, dry_run: bool = False, now: datetime | None = None
+) -> ApplyResult:
+    with engine.connect() as conn:
+        trans = conn.begin()
+        try:
+            result = _apply(conn, sf, dry_run=dry_run, now=now)
+        except BaseException:
+            trans.rollback()
+            raise
+        if dry_run:
+            trans.rollback()
+        else:
+            trans.commit()
+    if not dry_run:
+        _log(result)
+    return result
+
+
+def _apply(
+    conn: Connection, sf: ScheduleFile, *, dry_run: bool, now: datetime | None
+) -> ApplyResult:
+    clock = read_clock(conn, now)
+    rows = lock_all_schedules(conn)
+    job_type_changes = upsert_job_types(conn, sf.job_types.values())
+    _refuse_unknown_stored_job_types(conn, sf)
+    added: list[str] = []
+    revived: list[str] = []
+    changed: dict[str, tuple[str, ...]] = {}
+    unchanged = 0
+    for name, spec in sorted(sf.schedules.items()):
+        row = rows.get(name)
+        if row is None:
+            insert_schedule(conn, spec, clock, _next_fire(spec, clock))
+            added.append(name)
+            continue
+        old = ScheduleSpec.from_json(row["definition"])
+        was_removed = bool(row["removed"])
+        if row["definition_hash"] == spec.definition_hash() and not was_removed:
+            unchanged += 1
+            continue
+        move = was_removed or old.rule_hash() != spec.rule_hash()
+        cursor = _later(row["cursor_at"], clock)
+        redefine_schedule(
+            conn,
+            spec,
+            cursor_at=cursor,
+            next_fire_at=_next_fire(spec, cursor) if move else None,
+            move_cursor=move,
+        )
+        if was_removed:
+            revived.append(name)
+        else:
+            changed[name] = _changed_fields(old, spec)
+    removed = sorted(n for n, r in rows.items() if n not in sf.schedules and not r["removed"])
+    mark_removed_if_present(conn, removed)
+    result = ApplyResult(
+        added=tuple(added),
+        changed=changed,
+        revived=tuple(revived),
+        removed=tuple(removed),
+        unchanged=unchanged,
+        job_types=job_type_changes,
+        dry_run=dry_run,
+    )
+    if result.has_changes and not dry_run:
+        notify_schedules_changed(conn)
+    return result
+
+
+def _refuse_unknown_stored_job_types(conn: Connection, sf: ScheduleFile) -> None:
+    """A file without job_types may only name job types an earlier apply stored."""
+    if not sf.stored_job_type_lines:
+        return
+    stored = load_job_types(conn)
+    problems = [
+        Problem(
+            sf.path,
+            line,
+            f"schedule {name!r}, job_type: unknown job type {sf.schedules[name].job_type!r} "
+            "(not stored by an earlier `rota apply`; declare it under job_types)",
+        )
+        for name, line in sorted(sf.stored_job_type_lines.items(), key=lambda kv: kv[1])
+        if sf.schedules[name].job_type not in stored
+    ]
+    if problems:
+        raise ConfigError(problems)
+
+
+def _next_fire(spec: ScheduleSpec, after: datetime) -> datetime | None:
+    occ = compile_rule(spec).next_after(after)
+    return None if occ is None else occ.instant
+
+
+def _later(cursor: datetime | None, clock: datetime) -> datetime:
+    return clock if cursor is None or cursor < clock else cursor
+
+
+def _changed_fields(old: ScheduleSpec, new: ScheduleSpec) -> tuple[str, ...]:
+    a: dict[str, Any] = old.to_json()
+    b: dict[str, Any] = new.to_json()
+    return tuple(k for k in b if a.get(k) != b.get(k))
+
+
+def _log(result: ApplyResult) -> None:
+    for name in result.added:
+        emit(log, "schedule_applied", schedule=name, change="added")
+    for name in result.revived:
+        emit(log, "schedule_applied", schedule=name, change="revived")
+    for name, fields in result.changed.items():
+        emit(log, "schedule_applied", schedule=name, change="changed", fields=",".join(fields))
+    for name in result.removed:
+        emit(log, "schedule_applied", schedule=name, change="removed")
+

@@ -1,0 +1,191 @@
+"""Operator actions on one schedule: pause, resume, trigger, backfill.
+
+* pause: the schedule stops materialising; jobs already made are untouched.
+* resume: in the same transaction, the schedule's misfire policy is applied
+  to what fell due while it was paused, with skipped ranges recorded as
+  ``paused`` (``catch_up``: the occurrences within ``catch_up_window`` run;
+  ``coalesce``: one job covers them; ``skip``: none runs). Then it goes on.
+* trigger: one manual run now, keyed ``"<name>@manual:<UTC now, microseconds>Z"``,
+  which cannot equal a regular key (those have no ``manual:``). It does not
+  move the cursor, and the overlap policy does not apply to it: an operator
+  asked for it. A paused schedule can be triggered; a removed one cannot.
+* backfill: every occurrence in ``[from, to)`` with its regular key, in batches
+  of ``batch`` per transaction; existing keys are counted, not duplicated, so
+  running it twice makes nothing new. The cursor does not move.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, Engine, RowMapping
+
+from rota.scheduler.compiled import CompiledSchedules
+from rota.scheduler.jitter import run_after
+from rota.scheduler.rules import compile_rule
+from rota.scheduler.tick import TickResult, materialize_batch
+from rota.shared.config.model import JobTypeSpec, ScheduleSpec
+from rota.shared.events import emit
+from rota.shared.queries.job_types import get_job_type
+from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.shared.queries.schedules import (
+    get_schedule,
+    notify_schedules_changed,
+    pause_if_active,
+    read_clock,
+    record_manual_fire,
+    resume_if_paused,
+    schedule_names,
+)
+from rota.shared.states import SkipReason
+from rota.shared.timefmt import occurrence_key
+
+log = logging.getLogger("rota.scheduler")
+
+BACKFILL_BATCH = 500
+
+
+class UnknownSchedule(LookupError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        listing = ", ".join(known) if known else "none: run `rota apply FILE` first"
+        super().__init__(f"unknown schedule {name!r}; known schedules: {listing}")
+        self.name = name
+        self.known = known
+
+
+class ScheduleRemoved(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"schedule {name!r} was removed from the schedule file; add it back and "
+            "`rota apply` to use it"
+        )
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    was_paused: bool
+    tick: TickResult
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    job_id: uuid.UUID
+    dedup_key: str
+    scheduled_for: datetime
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    created: int
+    existing: int
+    dst_skipped: int
+
+
+def _require(conn: Connection, name: str, *, lock: bool = False) -> RowMapping:
+    row = get_schedule(conn, name, lock=lock)
+    if row is None:
+        raise UnknownSchedule(name, schedule_names(conn))
+    return row
+
+
+def pause(engine: Engine, name: str, now: datetime | None = None) -> bool:
+    """Pause ``name``; False when it was already paused."""
+    with engine.begin() as conn:
+        _require(conn, name, lock=True)
+        changed = pause_if_active(conn, name, now)
+        if changed:
+            notify_schedules_changed(conn)
+    if changed:
+        emit(log, "schedule_paused", schedule=name)
+    return changed
+
+
+def resume(engine: Engine, name: str, now: datetime | None = None) -> ResumeResult:
+    """Resume ``name`` and apply its misfire policy to what the pause missed."""
+    with engine.begin() as conn:
+        _require(conn, name, lock=True)
+        was_paused = resume_if_paused(conn, name)
+        tick, log_events = materialize_batch(
+            conn,
+            CompiledSchedules(),
+            now=now,
+            max_schedules=1,
+            names=[name],
+            skip_reason=SkipReason.PAUSED,
+        )
+        notify_schedules_changed(conn)
+    log_events()
+    if was_paused:
+        emit(log, "schedule_resumed", schedule=name, created=tick.created, skipped=tick.skipped)
+    return ResumeResult(was_paused, tick)
+
+
+def trigger(engine: Engine, name: str, now: datetime | None = None) -> TriggerResult:
+    """Make one manual run of ``name`` now."""
+    with engine.begin() as conn:
+        row = _require(conn, name, lock=True)
+        if row["removed"]:
+            raise ScheduleRemoved(name)
+        spec = ScheduleSpec.from_json(row["definition"])
+        clock = read_clock(conn, now)
+        key = f"{name}@manual:{clock:%Y-%m-%dT%H:%M:%S.%f}Z"
+        job = NewJob.of_type(
+            _job_type(conn, spec),
+            payload_ref=spec.payload_ref,
+            args=spec.args,
+            dedup_key=key,
+            run_after=clock,
+            schedule_name=name,
+            scheduled_for=clock,
+        )
+        insert_jobs_or_skip(conn, [job])
+        record_manual_fire(conn, name, job.job_id, clock)
+        notify_schedules_changed(conn)
+    emit(log, "occurrence_triggered", schedule=name, job_id=job.job_id, dedup_key=key)
+    return TriggerResult(job.job_id, key, clock)
+
+
+def backfill(
+    engine: Engine, name: str, start: datetime, end: datetime, batch: int = BACKFILL_BATCH
+) -> BackfillResult:
+    """Make every occurrence of ``name`` in ``[start, end)`` that has no job yet."""
+    with engine.begin() as conn:
+        row = _require(conn, name)
+        if row["removed"]:
+            raise ScheduleRemoved(name)
+        spec = ScheduleSpec.from_json(row["definition"])
+        job_type = _job_type(conn, spec)
+    rule = compile_rule(spec)
+    created = existing = dst_skipped = 0
+    occ = rule.next_after(start - timedelta(microseconds=1))
+    while occ is not None and occ.instant < end:
+        chunk: list[NewJob] = []
+        while occ is not None and occ.instant < end and len(chunk) < batch:
+            if occ.skipped:
+                dst_skipped += 1
+            else:
+                chunk.append(
+                    NewJob.of_type(
+                        job_type,
+                        payload_ref=spec.payload_ref,
+                        args=spec.args,
+                        dedup_key=occurrence_key(name, occ.instant),
+                        run_after=run_after(name, occ.instant, spec.jitter),
+                        schedule_name=name,
+                        scheduled_for=occ.instant,
+                    )
+                )
+            occ = rule.next_after(occ.instant)
+        with engine.begin() as conn:
+            inserted = insert_jobs_or_skip(conn, chunk)
+        created += len(inserted)
+        existing += len(chunk) - len(inserted)
+    emit(log, "schedule_backfilled", schedule=name, created=created, existing=existing)
+    return BackfillResult(created, existing, dst_skipped)
+
+
+def _job_type(conn: Connection, spec: ScheduleSpec) -> JobTypeSpec:
+    return get_job_type(conn, spec.job_type) or JobTypeSpec(name=spec.job_type)

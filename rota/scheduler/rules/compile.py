@@ -1,0 +1,50 @@
+"""``compile_rule``: a ``ScheduleSpec`` to the ``Rule`` that computes its occurrences."""
+
+from __future__ import annotations
+
+from rota.scheduler.rules.calendar import CalendarRule, WallSource
+from rota.scheduler.rules.cron import CronWalls, parse_cron
+from rota.scheduler.rules.every import EveryRule
+from rota.scheduler.rules.occurrence import Rule, RuleError
+from rota.scheduler.rules.policy import wall_policy
+from rota.scheduler.rules.recurrence import RRuleWalls, parse_rrule
+from rota.scheduler.rules.zones import load_zone
+from rota.shared.config.model import UNIX_EPOCH, ScheduleSpec
+
+
+def compile_rule(spec: ScheduleSpec) -> Rule:
+    """The rule of ``spec``; raises ``RuleError`` with a message saying what is wrong."""
+    given = [
+        name
+        for name, value in (("cron", spec.cron), ("rrule", spec.rrule), ("every", spec.every))
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise RuleError(
+            f"give exactly one of cron, rrule or every (got {', '.join(given) or 'none'})"
+        )
+    zone = load_zone(spec.timezone)
+    if spec.every is not None:
+        if spec.dst is not None:
+            raise RuleError("dst does not apply to every: rules (pure UTC arithmetic)", field="dst")
+        if spec.exclude_dates:
+            raise RuleError(
+                "exclude_dates needs a calendar rule (cron or rrule)", field="exclude_dates"
+            )
+        return EveryRule(every=spec.every, zone=zone, anchor=spec.anchor or UNIX_EPOCH)
+    if spec.anchor is not None:
+        raise RuleError("anchor only applies to every: rules", field="anchor")
+    walls: WallSource
+    if spec.cron is not None:
+        cron = parse_cron(spec.cron)
+        walls, fixed_time = CronWalls(cron), cron.is_fixed_time()
+    else:
+        assert spec.rrule is not None
+        rrule = parse_rrule(spec.rrule)
+        walls, fixed_time = RRuleWalls(rrule), rrule.is_fixed_time()
+    return CalendarRule(
+        walls=walls,
+        zone=zone,
+        policy=wall_policy(spec, fixed_time=fixed_time),
+        exclude_dates=frozenset(spec.exclude_dates),
+    )

@@ -1,0 +1,244 @@
+"""Frozen configuration objects for job types and schedules.
+
+These are what the loader produces from the schedule file, what ``rota apply``
+stores in the database (as JSON, via ``to_json``/``from_json``), and what the
+scheduler and executors read back. Defaults are named constants so the docs,
+the loader and the code agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from rota.shared.durations import format_duration, parse_duration
+
+DEFAULT_TIMEZONE = "UTC"
+DEFAULT_GRACE = timedelta(minutes=1)
+DEFAULT_CATCH_UP_WINDOW = timedelta(days=1)
+DEFAULT_JITTER = timedelta(0)
+DEFAULT_POOL = "default"
+DEFAULT_LEASE = timedelta(seconds=60)
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_BACKOFF_BASE = timedelta(seconds=5)
+DEFAULT_BACKOFF_MAX = timedelta(minutes=15)
+UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Ranges every producer and the schedule file are held to (documented in the README).
+PRIORITY_MIN = -1_000_000
+PRIORITY_MAX = 1_000_000
+MAX_ATTEMPTS_MAX = 1_000
+
+
+class MisfirePolicy(StrEnum):
+    CATCH_UP = "catch_up"
+    SKIP = "skip"
+    COALESCE = "coalesce"
+
+
+class OverlapPolicy(StrEnum):
+    ALLOW = "allow"
+    FORBID = "forbid"
+    REPLACE = "replace"
+
+
+class Nonexistent(StrEnum):
+    SHIFT = "shift"
+    SKIP = "skip"
+
+
+class Ambiguous(StrEnum):
+    FIRST = "first"
+    LAST = "last"
+    BOTH = "both"
+
+
+DEFAULT_MISFIRE = MisfirePolicy.COALESCE
+DEFAULT_OVERLAP = OverlapPolicy.ALLOW
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """delay = min(max, base * 2^(n-1)) before jitter, n = attempts made so far (n >= 1)."""
+
+    base: timedelta = DEFAULT_BACKOFF_BASE
+    max: timedelta = DEFAULT_BACKOFF_MAX
+
+    def delay_before_jitter(self, attempts_made: int) -> timedelta:
+        n = max(1, attempts_made)
+        base_s = self.base.total_seconds()
+        cap_s = self.max.total_seconds()
+        # 2^(n-1) overflows float past ~1000; the cap is reached long before.
+        exp = min(n - 1, 64)
+        return timedelta(seconds=min(cap_s, base_s * (2.0**exp)))
+
+
+@dataclass(frozen=True)
+class DstPolicy:
+    nonexistent: Nonexistent
+    ambiguous: Ambiguous
+
+
+@dataclass(frozen=True)
+class JobTypeSpec:
+    """How one job type runs: exactly one of ``handler`` or ``command``."""
+
+    name: str
+    handler: str | None = None  # "module:function", a callable(ctx)
+    command: tuple[str, ...] | None = None  # argv of a subprocess handler
+    pool: str = DEFAULT_POOL
+    timeout: timedelta | None = None  # execution timeout of one attempt
+    lease: timedelta = DEFAULT_LEASE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = field(default_factory=Backoff)
+    idempotent: bool = True
+    reconcile: str | None = None  # "module:function", callable(ctx) -> bool (True: already done)
+    priority: int = 0  # 0 runs first; larger numbers wait behind smaller ones
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "handler": self.handler,
+            "command": list(self.command) if self.command is not None else None,
+            "pool": self.pool,
+            "timeout": format_duration(self.timeout) if self.timeout is not None else None,
+            "lease": format_duration(self.lease),
+            "max_attempts": self.max_attempts,
+            "backoff": {
+                "base": format_duration(self.backoff.base),
+                "max": format_duration(self.backoff.max),
+            },
+            "idempotent": self.idempotent,
+            "reconcile": self.reconcile,
+            "priority": self.priority,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobTypeSpec:
+        backoff = data.get("backoff") or {}
+        return cls(
+            name=data["name"],
+            handler=data.get("handler"),
+            command=tuple(data["command"]) if data.get("command") is not None else None,
+            pool=data.get("pool", DEFAULT_POOL),
+            timeout=parse_duration(data["timeout"]) if data.get("timeout") else None,
+            lease=parse_duration(data.get("lease") or "60s"),
+            max_attempts=int(data.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
+            backoff=Backoff(
+                base=parse_duration(backoff.get("base", "5s")),
+                max=parse_duration(backoff.get("max", "15m")),
+            ),
+            idempotent=bool(data.get("idempotent", True)),
+            reconcile=data.get("reconcile"),
+            priority=int(data.get("priority", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One declared schedule: exactly one of ``cron``, ``rrule`` or ``every``."""
+
+    name: str
+    job_type: str
+    cron: str | None = None
+    rrule: str | None = None
+    every: timedelta | None = None
+    anchor: datetime | None = None  # every: instants are anchor + k * every
+    timezone: str = DEFAULT_TIMEZONE
+    misfire: MisfirePolicy = DEFAULT_MISFIRE
+    grace: timedelta = DEFAULT_GRACE
+    catch_up_window: timedelta = DEFAULT_CATCH_UP_WINDOW
+    dst: DstPolicy | None = None  # None: the rule's default (see scheduler.rules)
+    jitter: timedelta = DEFAULT_JITTER
+    overlap: OverlapPolicy = DEFAULT_OVERLAP
+    payload_ref: str | None = None
+    args: Mapping[str, Any] | None = None
+    exclude_dates: tuple[date, ...] = ()
+
+    @property
+    def rule_text(self) -> str:
+        if self.cron is not None:
+            return f"cron {self.cron}"
+        if self.rrule is not None:
+            return f"rrule {self.rrule}"
+        assert self.every is not None
+        return f"every {format_duration(self.every)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "job_type": self.job_type,
+            "cron": self.cron,
+            "rrule": self.rrule,
+            "every": format_duration(self.every) if self.every is not None else None,
+            "anchor": self.anchor.astimezone(UTC).isoformat() if self.anchor else None,
+            "timezone": self.timezone,
+            "misfire": self.misfire.value,
+            "grace": format_duration(self.grace),
+            "catch_up_window": format_duration(self.catch_up_window),
+            "dst": (
+                {"nonexistent": self.dst.nonexistent.value, "ambiguous": self.dst.ambiguous.value}
+                if self.dst is not None
+                else None
+            ),
+            "jitter": format_duration(self.jitter),
+            "overlap": self.overlap.value,
+            "payload_ref": self.payload_ref,
+            "args": dict(self.args) if self.args is not None else None,
+            "exclude_dates": [d.isoformat() for d in self.exclude_dates],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScheduleSpec:
+        dst = data.get("dst")
+        return cls(
+            name=data["name"],
+            job_type=data["job_type"],
+            cron=data.get("cron"),
+            rrule=data.get("rrule"),
+            every=parse_duration(data["every"]) if data.get("every") else None,
+            anchor=datetime.fromisoformat(data["anchor"]) if data.get("anchor") else None,
+            timezone=data.get("timezone", DEFAULT_TIMEZONE),
+            misfire=MisfirePolicy(data.get("misfire", DEFAULT_MISFIRE.value)),
+            grace=parse_duration(data.get("grace", "1m")),
+            catch_up_window=parse_duration(data.get("catch_up_window", "1d")),
+            dst=(
+                DstPolicy(Nonexistent(dst["nonexistent"]), Ambiguous(dst["ambiguous"]))
+                if dst
+                else None
+            ),
+            jitter=parse_duration(data.get("jitter", "0s")),
+            overlap=OverlapPolicy(data.get("overlap", DEFAULT_OVERLAP.value)),
+            payload_ref=data.get("payload_ref"),
+            args=data.get("args"),
+            exclude_dates=tuple(date.fromisoformat(d) for d in data.get("exclude_dates") or ()),
+        )
+
+    def definition_hash(self) -> str:
+        """Changes exactly when the stored definition would change."""
+        blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def rule_hash(self) -> str:
+        """Changes when what decides the fire instants changes (rule, zone, DST, exclusions)."""
+        data = self.to_json()
+        keys = ("cron", "rrule", "every", "anchor", "timezone", "dst", "exclude_dates")
+        blob = json.dumps({k: data[k] for k in keys}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ScheduleFile:
+    """A whole validated schedule file."""
+
+    path: str
+    job_types: Mapping[str, JobTypeSpec]
+    schedules: Mapping[str, ScheduleSpec]
+    # Without a job_types section: schedule name -> line of its job_type, which
+    # must already be stored in the database (checked by ``rota apply``).
+    stored_job_type_lines: Mapping[str, int] = field(default_factory=dict)

@@ -1,0 +1,246 @@
+"""Engines on PostgreSQL and SQLite, the database URL, and rota's PostgreSQL schema.
+
+PostgreSQL is the production backend. SQLite is the embedded default and must
+serve several processes on one host, so every SQLite connection runs in WAL
+mode with a busy timeout, and every transaction starts with ``BEGIN IMMEDIATE``:
+the write lock is taken up front, so two processes never both read and then
+both fail to upgrade to a writer ("database is locked"). A SQLite setup that
+cannot be made safe (an in-memory database, a filesystem without WAL) is
+refused with a clear message instead of degrading.
+
+Schema (PostgreSQL). ``make_engine(url, schema="x")`` puts every connection's
+``search_path`` on ``x`` alone (a libpq ``options`` parameter in the URL, so the
+LISTEN connections, which open psycopg directly from the URL, get it too).
+Every statement names its tables unqualified, so tables, indexes, sequences,
+the trigger function and Alembic's version table all live in ``x``, and two
+installations in one database never see each other's rows. The NOTIFY
+channels carry the schema in their names (``channel``). Without a schema the
+server's ``search_path`` applies, as before. SQLite has no schemas: a schema
+there is refused.
+
+Secrets. A database URL may carry a password: no message of this module
+repeats the URL as given. ``display_url`` renders it with the password
+masked, and ``scrub`` removes a password from any text about to be shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from sqlalchemy import URL, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+DEFAULT_URL = "sqlite:///rota.db"
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+# A schema name becomes part of NOTIFY channel names (at most 63 bytes), so it
+# is kept short and plain: no quoting is ever needed.
+SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
+_OPTIONS_SEARCH_PATH = re.compile(r"-c\s*search_path=(\S+)")
+
+
+class DatabaseError(Exception):
+    """A database problem a person can fix; the message says how."""
+
+
+class BadDatabaseSetting(DatabaseError):
+    """The URL or schema given is wrong (bad input, not a runtime failure)."""
+
+
+class SchemaNotReady(DatabaseError):
+    pass
+
+
+def resolve_url(cli_value: str | None, environ: dict[str, str] | None = None) -> str:
+    """``--db`` wins over ``ROTA_DATABASE_URL``, which wins over ``sqlite:///rota.db``.
+
+    Surrounding whitespace is dropped (a URL read from a file or a Kubernetes
+    secret often ends with a newline); ``postgresql://`` means psycopg 3.
+    """
+    env = os.environ if environ is None else environ
+    url = (cli_value or "").strip() or env.get("ROTA_DATABASE_URL", "").strip() or DEFAULT_URL
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def resolve_schema(cli_value: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """``--schema`` wins over ``ROTA_SCHEMA``; None keeps the server's search_path."""
+    env = os.environ if environ is None else environ
+    value = (cli_value or "").strip() or env.get("ROTA_SCHEMA", "").strip()
+    return value or None
+
+
+def parse_url(url: str) -> URL:
+    """The URL, checked; a mistake is a ``BadDatabaseSetting`` that never repeats the URL."""
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    example = "use sqlite:///path/to/rota.db or postgresql+psycopg://user@host:5432/dbname"
+    try:
+        parsed = make_url(url)
+    except Exception:  # ArgumentError, or ValueError for a port that is not a number
+        hint = f" (scheme {scheme!r})" if scheme and len(scheme) < 40 else ""
+        raise BadDatabaseSetting(
+            f"the database URL{hint} cannot be parsed: {example}; percent-encode special "
+            "characters in the user name and password (@ as %40, : as %3A, / as %2F)"
+        ) from None
+    if parsed.host is not None and ("@" in parsed.host or "/" in parsed.host):
+        raise BadDatabaseSetting(
+            "the database URL has an '@' or '/' after its host part: a password holding "
+            "'@', ':' or '/' must be percent-encoded (@ as %40, : as %3A, / as %2F)"
+        )
+    return parsed
+
+
+def display_url(url: str | URL) -> str:
+    """The URL with its password masked, safe to print and log."""
+    try:
+        parsed = url if isinstance(url, URL) else parse_url(url)
+    except BadDatabaseSetting:
+        return "<unparseable database URL>"
+    return parsed.render_as_string(hide_password=True)
+
+
+def scrub(text: str, url: str | None) -> str:
+    """``text`` with the password of ``url`` (raw and percent-encoded) replaced by ***."""
+    if not url:
+        return text
+    secrets: set[str] = set()
+    try:
+        password = make_url(url).password
+        if password:
+            secrets.add(str(password))
+    except Exception:  # an unparseable URL: mask what looks like its userinfo
+        pass
+    userinfo = re.match(r"^[\w+.-]+://([^/]*)@", url)
+    if userinfo and ":" in userinfo.group(1):
+        raw = userinfo.group(1).split(":", 1)[1]
+        secrets.add(raw)
+        # With an unescaped '@', the "host" a resolver reports holds the tail.
+        secrets.update(part for part in raw.split("@") if len(part) >= 4)
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def with_schema(url: URL, schema: str | None) -> URL:
+    """PostgreSQL: the URL whose connections use ``schema`` as their only search_path."""
+    if schema is None:
+        return url
+    if url.get_backend_name() != "postgresql":
+        raise BadDatabaseSetting(
+            f"--schema / ROTA_SCHEMA ({schema!r}) is for PostgreSQL; SQLite has no schemas: "
+            "use a separate database file instead"
+        )
+    if not SCHEMA_PATTERN.match(schema):
+        raise BadDatabaseSetting(
+            f"schema {schema!r}: use 1 to 48 lower-case letters, digits and underscores, "
+            "starting with a letter or underscore"
+        )
+    options = str(url.query.get("options", "") or "")
+    options = _OPTIONS_SEARCH_PATH.sub("", options).strip()
+    options = f"{options} -csearch_path={schema}".strip()
+    return url.update_query_dict({"options": options})
+
+
+def schema_of(url: URL) -> str | None:
+    """The schema an engine made by ``make_engine(..., schema=...)`` works in, if any."""
+    found = _OPTIONS_SEARCH_PATH.search(str(url.query.get("options", "") or ""))
+    return found.group(1) if found else None
+
+
+def channel(prefix: str, schema: str | None) -> str:
+    """The NOTIFY channel of ``prefix`` for rota in ``schema`` (public: the plain prefix).
+
+    The insert trigger (migration 0004) and ``channel_sql`` apply the same rule
+    in SQL, to the schema the tables actually live in.
+    """
+    return prefix if schema in (None, "public") else f"{prefix}_{schema}"
+
+
+def channel_sql(prefix: str) -> str:
+    """``channel(prefix, current_schema())`` as a SQL expression (PostgreSQL)."""
+    return (
+        f"CASE WHEN current_schema() = 'public' THEN '{prefix}' "
+        f"ELSE '{prefix}_' || current_schema() END"
+    )
+
+
+def listen_channel(conn: Any, prefix: str) -> str:
+    """On a psycopg connection: the channel of ``prefix`` for the schema it searches."""
+    row = conn.execute("SELECT current_schema()").fetchone()
+    return channel(prefix, row[0] if row else None)
+
+
+def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> Engine:
+    parsed = with_schema(parse_url(url), schema)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(parsed)
+    if backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            raise BadDatabaseSetting(
+                f"unsupported PostgreSQL driver {parsed.get_driver_name()!r}: "
+                "use postgresql+psycopg://"
+            )
+        return create_engine(
+            parsed,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            connect_args={"application_name": "rota"},
+            hide_parameters=True,
+        )
+    raise BadDatabaseSetting(
+        f"unsupported database {backend!r}: rota runs on PostgreSQL or SQLite"
+    )
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = url.database
+    if not database or database == ":memory:" or "mode=memory" in str(url):
+        raise BadDatabaseSetting(
+            "an in-memory SQLite database cannot be shared between rota's processes: "
+            "name a file, like sqlite:///rota.db"
+        )
+    directory = os.path.dirname(os.path.abspath(database))
+    if not os.path.isdir(directory):
+        raise BadDatabaseSetting(
+            f"the directory of the SQLite database does not exist: {directory}"
+        )
+    engine = create_engine(
+        url,
+        poolclass=NullPool if os.environ.get("ROTA_SQLITE_NULLPOOL") else None,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        hide_parameters=True,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        try:
+            mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise DatabaseError(
+                    f"SQLite database {database} cannot use WAL mode (got {mode!r}); several "
+                    "processes cannot share it safely. Put it on a local filesystem."
+                )
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def short_error(exc: BaseException) -> str:
+    """The first line of what the database (or the driver) said."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

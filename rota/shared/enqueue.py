@@ -1,0 +1,169 @@
+"""The producer API: create jobs inside the caller's own transaction.
+
+::
+
+    with engine.begin() as conn:
+        conn.execute(orders.insert().values(...))
+        rota.enqueue(conn, "invoice.generate", args={"order": 42}, dedup_key="order-42")
+
+The jobs commit or roll back with the caller's business change. With a
+``dedup_key`` a second call returns the existing job instead of a second one.
+A SQLAlchemy ``Session`` works too (its current connection is used).
+``enqueue_many`` creates any number of jobs, of one or several types, in one
+INSERT statement: the producer API for thousands at once.
+
+Every value is checked before anything is written (``rota.shared.values``): a
+bad one raises ``ValueError`` naming the field and the request's position,
+and nothing of the batch is inserted.
+
+``schema``: when rota lives in its own PostgreSQL schema (``rota --schema``)
+and ``conn`` is the application's connection, name that schema here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN
+from rota.shared.queries.job_types import get_job_types
+from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
+from rota.shared.values import check_args, check_int, check_text
+
+# Column widths of the jobs table (rota.shared.models).
+DEDUP_KEY_MAX = 400
+NAME_MAX = 200
+
+
+class UnknownJobType(LookupError):
+    """The job type was never stored by ``rota apply``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"unknown job type {name!r}: declare it under job_types in the schedule file "
+            "and run `rota apply FILE`"
+        )
+        self.name = name
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    job_id: uuid.UUID
+    created: bool  # False: a job with the same dedup key already existed
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One job to create with ``enqueue_many``; None takes the job type's value."""
+
+    job_type: str
+    args: Mapping[str, Any] | None = None
+    payload_ref: str | None = None
+    dedup_key: str | None = None
+    run_after: datetime | None = None  # aware; None: now, by the database clock
+    priority: int | None = None
+    tenant: str | None = None
+    concurrency_key: str | None = None
+    max_attempts: int | None = None
+
+
+def enqueue(
+    conn: Connection | Session,
+    job_type: str,
+    *,
+    payload_ref: str | None = None,
+    args: Mapping[str, Any] | None = None,
+    dedup_key: str | None = None,
+    run_after: datetime | None = None,
+    priority: int | None = None,
+    tenant: str | None = None,
+    concurrency_key: str | None = None,
+    max_attempts: int | None = None,
+    schema: str | None = None,
+) -> Enqueued:
+    """Create one job of a stored job type; does not commit."""
+    request = JobRequest(
+        job_type,
+        args=args,
+        payload_ref=payload_ref,
+        dedup_key=dedup_key,
+        run_after=run_after,
+        priority=priority,
+        tenant=tenant,
+        concurrency_key=concurrency_key,
+        max_attempts=max_attempts,
+    )
+    return enqueue_many(conn, [request], schema=schema)[0]
+
+
+def enqueue_many(
+    conn: Connection | Session, requests: Iterable[JobRequest], *, schema: str | None = None
+) -> list[Enqueued]:
+    """Create many jobs in one statement; one ``Enqueued`` per request, in order.
+
+    Requests that share a ``(job_type, dedup_key)`` with an existing job, or
+    with an earlier request of the same call, return that job (``created``
+    False). Does not commit.
+    """
+    connection = conn.connection() if isinstance(conn, Session) else conn
+    wanted = list(requests)
+    if not wanted:
+        return []
+    for i, r in enumerate(wanted):
+        if not isinstance(r, JobRequest):
+            raise TypeError(f"request {i}: expected a rota.JobRequest, got {type(r).__name__}")
+        check_text("job_type", r.job_type, NAME_MAX)
+    specs = get_job_types(connection, (r.job_type for r in wanted), schema=schema)
+    new_jobs = [_new_job(r, specs, i, len(wanted)) for i, r in enumerate(wanted)]
+    inserted = insert_jobs_or_skip(connection, new_jobs, schema=schema)
+    keys = [
+        (j.job_type, j.dedup_key)
+        for j in new_jobs
+        if j.job_id not in inserted and j.dedup_key is not None
+    ]
+    existing = job_ids_by_dedup_keys(connection, keys, schema=schema)
+    results: list[Enqueued] = []
+    for j in new_jobs:
+        if j.job_id in inserted:
+            results.append(Enqueued(j.job_id, created=True))
+        else:
+            assert j.dedup_key is not None, "an insert without a dedup key cannot conflict"
+            results.append(Enqueued(existing[(j.job_type, j.dedup_key)], created=False))
+    return results
+
+
+def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int) -> NewJob:
+    spec = specs.get(r.job_type)
+    if spec is None:
+        raise UnknownJobType(r.job_type)
+    try:
+        if r.run_after is not None and (
+            not isinstance(r.run_after, datetime) or r.run_after.tzinfo is None
+        ):
+            raise ValueError("run_after must be an aware datetime (with a time zone)")
+        extra: dict[str, Any] = {}
+        priority = check_int("priority", r.priority, PRIORITY_MIN, PRIORITY_MAX)
+        if priority is not None:
+            extra["priority"] = priority
+        attempts = check_int("max_attempts", r.max_attempts, 1, MAX_ATTEMPTS_MAX)
+        if attempts is not None:
+            extra["max_attempts"] = attempts
+        return NewJob.of_type(
+            spec,
+            payload_ref=check_text("payload_ref", r.payload_ref, None),
+            args=check_args(r.args),
+            dedup_key=check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
+            run_after=r.run_after,
+            tenant=check_text("tenant", r.tenant, NAME_MAX),
+            concurrency_key=check_text("concurrency_key", r.concurrency_key, NAME_MAX),
+            **extra,
+        )
+    except ValueError as exc:
+        where = f"request {i}: " if n > 1 else ""
+        raise ValueError(f"{where}{exc}") from None

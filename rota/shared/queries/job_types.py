@@ -1,0 +1,67 @@
+"""Statements on ``job_types``: what ``rota apply`` stores and executors read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sqlalchemy import Connection, delete, select, update
+
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.models import job_types
+from rota.shared.queries.sqlparams import in_schema
+from rota.shared.sqltime import db_now
+
+
+def load_job_types(conn: Connection) -> dict[str, JobTypeSpec]:
+    rows = conn.execute(select(job_types.c.definition)).scalars()
+    specs = (JobTypeSpec.from_json(d) for d in rows)
+    return {s.name: s for s in specs}
+
+
+def get_job_type(conn: Connection, name: str) -> JobTypeSpec | None:
+    return get_job_types(conn, [name]).get(name)
+
+
+def get_job_types(
+    conn: Connection, names: Iterable[str], *, schema: str | None = None
+) -> dict[str, JobTypeSpec]:
+    """The stored job types among ``names`` (one statement); missing names are left out."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        select(job_types.c.definition).where(job_types.c.name.in_(wanted)),
+        execution_options=in_schema(schema),
+    ).scalars()
+    specs = (JobTypeSpec.from_json(d) for d in rows)
+    return {s.name: s for s in specs}
+
+
+def upsert_job_types(conn: Connection, specs: Iterable[JobTypeSpec]) -> dict[str, str]:
+    """Make the stored job types include ``specs``; returns {name: "added" | "changed"}.
+
+    Job types that the file no longer declares are kept: pending jobs of that
+    type still need to know how they run.
+    """
+    current = load_job_types(conn)
+    changes: dict[str, str] = {}
+    for spec in specs:
+        old = current.get(spec.name)
+        if old == spec:
+            continue
+        values: Mapping[str, object] = {
+            "pool": spec.pool,
+            "definition": spec.to_json(),
+            "updated_at": db_now(),
+        }
+        if old is None:
+            conn.execute(job_types.insert().values(name=spec.name, **values))
+            changes[spec.name] = "added"
+        else:
+            conn.execute(update(job_types).where(job_types.c.name == spec.name).values(**values))
+            changes[spec.name] = "changed"
+    return changes
+
+
+def delete_job_type(conn: Connection, name: str) -> None:
+    conn.execute(delete(job_types).where(job_types.c.name == name))

@@ -1,0 +1,340 @@
+"""Claiming due jobs: one guarded statement per batch, on both backends.
+
+A claim moves up to ``limit`` claimable jobs (QUEUED or RETRY_WAIT,
+due by the database clock, in the executor's pools) to RUNNING for one worker:
+``lease_generation`` and ``attempt_count`` go up by one, the lease runs until
+database now + the row's ``lease_seconds``, and a ``job_attempts`` row is
+opened for each claim in the same transaction. Order: ``priority`` (0 first),
+then ``run_after``, then ``created_at``.
+
+Two limits hold under any number of concurrent claimers, because they are
+checked inside the claim itself:
+
+* at most one RUNNING (or CANCEL_REQUESTED) job per ``concurrency_key``;
+* with ``tenant_limit``, at most that many running jobs per ``tenant``.
+
+On PostgreSQL the candidate rows are locked with ``FOR UPDATE SKIP LOCKED``, so
+claimers never take the same row. The "how many are running" checks of keys
+and tenants need more: two claimers must not both read the same count, so the
+*limited* claim first takes a transaction-scoped advisory lock (held until
+COMMIT: one limited claim at a time). Most claims need no count: with no
+``tenant_limit`` and no keyed job waiting (due, in the pools, its key not
+running), ``claim_unkeyed_jobs`` claims jobs without a key in ONE statement
+that takes no advisory lock, runs in autocommit and opens the attempt rows
+itself; the keyed check is part of that statement (a partial index of
+claimable keyed jobs keeps it to an index probe). When a keyed job waits it
+returns None and the caller runs the limited claim, which orders keyed and
+plain jobs together by priority (``rota.executor.claim.claim_jobs`` runs the
+two in that order: the executor and the tests call it). A keyed job that becomes claimable while an
+unkeyed claim runs waits for the next round. On SQLite the claim is a single
+``UPDATE ... WHERE job_id IN (SELECT ... LIMIT n) RETURNING`` inside a
+``BEGIN IMMEDIATE`` transaction: the write lock serialises claimers (SKIP
+LOCKED does not exist there and is never relied on).
+
+Only the first ``scan`` candidates in claim order are considered per batch; a
+candidate whose key or tenant is already at its limit is skipped by the query,
+and a second job of the same key within one batch waits for a later claim.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, TextClause, text
+
+from rota.shared.queries.sqlparams import (
+    PG_NOW,
+    SQLITE_NOW,
+    bind_now,
+    is_pg,
+    pg_now_plus,
+    read_id,
+    read_json,
+    sqlite_now_plus,
+)
+from rota.shared.sqltime import read_utc
+from rota.shared.states import CLAIMABLE_SQL, LEASED_SQL
+
+# Any constant works; it only has to be the same for every claimer.
+CLAIM_LOCK_KEY = 0x726F7461_636C6D  # "rota" "clm"
+
+_ORDER = "priority, run_after, created_at"
+_TL = "CAST(:tenant_limit AS integer)"
+
+_RETURNED = (
+    "job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, "
+    "idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, "
+    "last_error_code, tenant, concurrency_key"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """What a worker needs to run one claimed job; ``attempt`` counts this claim."""
+
+    job_id: uuid.UUID
+    job_type: str
+    pool: str
+    lease_generation: int
+    attempt: int
+    max_attempts: int
+    lease_seconds: float
+    idempotent: bool
+    needs_reconcile: bool
+    payload_ref: str | None
+    args: dict[str, Any]
+    scheduled_for: datetime | None
+    covers_from: datetime | None
+    covers_count: int | None
+    last_error_code: str | None
+    tenant: str | None
+    concurrency_key: str | None
+
+
+def _candidates(now_sql: str, pools_sql: str) -> str:
+    """Claimable rows, skipping those whose key or tenant is already at its limit."""
+    return f"""
+        SELECT c.job_id, c.priority, c.run_after, c.created_at, c.tenant, c.concurrency_key
+        FROM jobs c
+        WHERE c.state IN {CLAIMABLE_SQL}
+          AND c.pool IN ({pools_sql})
+          AND c.run_after <= {now_sql}
+          AND c.attempt_count < c.max_attempts
+          AND (c.concurrency_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobs k
+                WHERE k.concurrency_key = c.concurrency_key AND k.state IN {LEASED_SQL}))
+          AND (c.tenant IS NULL OR {_TL} IS NULL OR (
+                SELECT count(*) FROM jobs t
+                WHERE t.tenant = c.tenant AND t.state IN {LEASED_SQL}) < {_TL})
+        ORDER BY {_ORDER}
+        LIMIT :scan"""
+
+
+def _picked(cand_sql: str) -> str:
+    """At most one job per key and up to the tenant's free slots, in claim order."""
+    return f"""
+        SELECT r.job_id FROM (
+            SELECT cand.*,
+                   row_number() OVER (PARTITION BY concurrency_key ORDER BY {_ORDER}) AS key_rn,
+                   row_number() OVER (PARTITION BY tenant ORDER BY {_ORDER}) AS tenant_rn
+            FROM ({cand_sql}) AS cand
+        ) AS r
+        WHERE (r.concurrency_key IS NULL OR r.key_rn = 1)
+          AND (r.tenant IS NULL OR {_TL} IS NULL
+               OR r.tenant_rn <= {_TL} - (
+                SELECT count(*) FROM jobs t
+                WHERE t.tenant = r.tenant AND t.state IN {LEASED_SQL}))
+        ORDER BY {_ORDER}
+        LIMIT :limit"""
+
+
+def _pools_sql(n: int) -> str:
+    return ", ".join(f":pool{i}" for i in range(n))
+
+
+# The claim itself, on PostgreSQL: the rows of a ``picked`` CTE become RUNNING under
+# a new generation and attempt, and each gets its job_attempts row, in one statement.
+_PG_CLAIM_PICKED = f"""        claimed AS (
+            UPDATE jobs AS j
+            SET state = 'RUNNING',
+                lease_owner = :owner,
+                lease_expires_at = {pg_now_plus("j.lease_seconds")},
+                lease_generation = j.lease_generation + 1,
+                attempt_count = j.attempt_count + 1,
+                started_at = {PG_NOW},
+                heartbeat_at = {PG_NOW},
+                updated_at = {PG_NOW}
+            FROM picked
+            WHERE j.job_id = picked.job_id
+              AND j.state IN {CLAIMABLE_SQL}
+            RETURNING j.*
+        ),
+        opened AS (
+            INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
+            SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
+        )"""
+
+
+@cache
+def _pg_claim(n_pools: int) -> TextClause:
+    pools = _pools_sql(n_pools)
+    cand = _candidates(PG_NOW, pools) + "\n        FOR UPDATE OF c SKIP LOCKED"
+    return text(f"""
+        WITH picked AS ({_picked(cand)}),
+{_PG_CLAIM_PICKED}
+        SELECT {_RETURNED} FROM claimed
+        ORDER BY {_ORDER}
+    """)
+
+
+_PG_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+
+# The claimable keyed jobs a limited claim could take now (keys not running).
+_KEYED_WAITING = f"""
+    SELECT EXISTS (
+        SELECT 1 FROM jobs w
+        WHERE w.state IN {CLAIMABLE_SQL}
+          AND w.concurrency_key IS NOT NULL
+          AND w.pool IN ({{pools}})
+          AND w.run_after <= {PG_NOW}
+          AND w.attempt_count < w.max_attempts
+          AND NOT EXISTS (
+                SELECT 1 FROM jobs k
+                WHERE k.concurrency_key = w.concurrency_key AND k.state IN {LEASED_SQL}))"""
+
+
+@cache
+def _pg_claim_unkeyed(n_pools: int) -> TextClause:
+    """One statement: nothing keyed waiting -> claim unkeyed jobs; always one row back.
+
+    The first column says whether a keyed job waits (then nothing was claimed);
+    the claimed jobs follow, or one row of NULLs when none was.
+    """
+    pools = _pools_sql(n_pools)
+    return text(f"""
+        WITH keyed AS MATERIALIZED ({_KEYED_WAITING.format(pools=pools)} AS waiting),
+        picked AS (
+            SELECT c.job_id FROM jobs c
+            WHERE c.state IN {CLAIMABLE_SQL}
+              AND c.concurrency_key IS NULL
+              AND c.pool IN ({pools})
+              AND c.run_after <= {PG_NOW}
+              AND c.attempt_count < c.max_attempts
+              AND NOT (SELECT waiting FROM keyed)
+            ORDER BY {_ORDER}
+            LIMIT :limit
+            FOR UPDATE OF c SKIP LOCKED
+        ),
+{_PG_CLAIM_PICKED}
+        SELECT keyed.waiting, {", ".join("claimed." + c.strip() for c in _RETURNED.split(","))}
+        FROM keyed LEFT JOIN claimed ON TRUE
+        ORDER BY {", ".join("claimed." + c.strip() for c in _ORDER.split(","))}
+    """)
+
+
+@cache
+def _sqlite_claim(n_pools: int) -> TextClause:
+    pools = _pools_sql(n_pools)
+    return text(f"""
+        UPDATE jobs
+        SET state = 'RUNNING',
+            lease_owner = :owner,
+            lease_expires_at = {sqlite_now_plus("lease_seconds")},
+            lease_generation = lease_generation + 1,
+            attempt_count = attempt_count + 1,
+            started_at = {SQLITE_NOW},
+            heartbeat_at = {SQLITE_NOW},
+            updated_at = {SQLITE_NOW}
+        WHERE job_id IN ({_picked(_candidates(SQLITE_NOW, pools))})
+        RETURNING {_RETURNED}, priority, run_after, created_at
+    """)
+
+
+_SQLITE_OPEN_ATTEMPTS = text("""
+    INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
+    SELECT j.job_id, j.attempt_count, j.lease_generation, j.lease_owner, j.started_at
+    FROM jobs AS j JOIN json_each(:ids) AS b ON j.job_id = b.value
+""")
+
+
+def _params(
+    conn: Connection,
+    owner: str,
+    pools: Sequence[str],
+    limit: int,
+    tenant_limit: int | None,
+    now: datetime | None,
+    scan: int | None,
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "owner": owner,
+        "limit": limit,
+        "scan": scan if scan is not None else max(4 * limit, 32),
+        "tenant_limit": tenant_limit,
+        "now": bind_now(conn, now),
+    }
+    params.update({f"pool{i}": p for i, p in enumerate(pools)})
+    return params
+
+
+def claim_unkeyed_jobs(
+    conn: Connection,
+    *,
+    owner: str,
+    pools: Sequence[str],
+    limit: int,
+    now: datetime | None = None,
+) -> list[ClaimedJob] | None:
+    """PostgreSQL: claim up to ``limit`` jobs without a concurrency key, taking no lock.
+
+    One statement (safe in autocommit: it is atomic on its own). Returns None
+    when a keyed job waits, or on SQLite: then claim with ``claim_limited_jobs``.
+    Only for claimers without a ``tenant_limit``.
+    """
+    if not is_pg(conn):
+        return None
+    if limit <= 0 or not pools:
+        return []
+    params = _params(conn, owner, pools, limit, None, now, None)
+    rows = conn.execute(_pg_claim_unkeyed(len(pools)), params).all()
+    if rows[0][0]:
+        return None
+    return [_claimed(r[1:]) for r in rows if r[1] is not None]
+
+
+def claim_limited_jobs(
+    conn: Connection,
+    *,
+    owner: str,
+    pools: Sequence[str],
+    limit: int,
+    tenant_limit: int | None = None,
+    now: datetime | None = None,
+    scan: int | None = None,
+) -> list[ClaimedJob]:
+    """Claim keyed and plain jobs together, counting keys and tenants; in a transaction.
+
+    PostgreSQL: takes the claim advisory lock first (held until COMMIT).
+    """
+    if limit <= 0 or not pools:
+        return []
+    params = _params(conn, owner, pools, limit, tenant_limit, now, scan)
+    if is_pg(conn):
+        conn.execute(_PG_LOCK, {"key": CLAIM_LOCK_KEY})
+        rows = conn.execute(_pg_claim(len(pools)), params).all()
+    else:
+        rows = sorted(
+            conn.execute(_sqlite_claim(len(pools)), params).all(),
+            key=lambda r: (r[-3], r[-2], r[-1]),
+        )
+        if rows:
+            conn.execute(_SQLITE_OPEN_ATTEMPTS, {"ids": json.dumps([r[0] for r in rows])})
+    return [_claimed(r) for r in rows]
+
+
+def _claimed(r: Any) -> ClaimedJob:
+    return ClaimedJob(
+        job_id=read_id(r[0]),
+        job_type=r[1],
+        pool=r[2],
+        lease_generation=int(r[3]),
+        attempt=int(r[4]),
+        max_attempts=int(r[5]),
+        lease_seconds=float(r[6]),
+        idempotent=bool(r[7]),
+        needs_reconcile=bool(r[8]),
+        payload_ref=r[9],
+        args=read_json(r[10]) or {},
+        scheduled_for=read_utc(r[11]),
+        covers_from=read_utc(r[12]),
+        covers_count=r[13],
+        last_error_code=r[14],
+        tenant=r[15],
+        concurrency_key=r[16],
+    )

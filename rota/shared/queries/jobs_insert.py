@@ -1,0 +1,223 @@
+"""Creating job rows: one statement, deduplicated by ``(job_type, dedup_key)``.
+
+Used by the producer API (``shared.enqueue``), ``rota enqueue``, and the
+scheduler, which inserts occurrences keyed ``"<schedule>@<UTC instant>"``. A row
+whose key already exists is skipped by the unique index (``ON CONFLICT DO
+NOTHING``), never by a check-then-insert: concurrent producers and scheduler
+replicas cannot both create it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, select, tuple_
+from sqlalchemy.dialects import sqlite
+
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.models import jobs
+from rota.shared.queries.sqlparams import in_schema, qualified
+from rota.shared.sqltime import UTCDateTime, db_now
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to create. ``run_after=None`` means now, by the database clock."""
+
+    job_type: str
+    pool: str
+    max_attempts: int
+    lease_seconds: float
+    idempotent: bool = True
+    priority: int = 0
+    payload_ref: str | None = None
+    args: Mapping[str, Any] | None = None
+    dedup_key: str | None = None
+    run_after: datetime | None = None
+    tenant: str | None = None
+    concurrency_key: str | None = None
+    schedule_name: str | None = None
+    scheduled_for: datetime | None = None
+    covers_from: datetime | None = None
+    covers_count: int | None = None
+    job_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    @classmethod
+    def of_type(cls, spec: JobTypeSpec, **kwargs: Any) -> NewJob:
+        """A job with the limits its job type declares; ``kwargs`` may override any of them."""
+        defaults: dict[str, Any] = {
+            "job_type": spec.name,
+            "pool": spec.pool,
+            "max_attempts": spec.max_attempts,
+            "lease_seconds": spec.lease.total_seconds(),
+            "idempotent": spec.idempotent,
+            "priority": spec.priority,
+        }
+        return cls(**{**defaults, **kwargs})
+
+
+# The columns a new job takes from ``NewJob``, with their PostgreSQL array types.
+_COLUMNS = (
+    ("job_id", "uuid[]"),
+    ("job_type", "text[]"),
+    ("pool", "text[]"),
+    ("priority", "integer[]"),
+    ("tenant", "text[]"),
+    ("concurrency_key", "text[]"),
+    ("max_attempts", "integer[]"),
+    ("lease_seconds", "double precision[]"),
+    ("idempotent", "boolean[]"),
+    ("payload_ref", "text[]"),
+    ("args", "json[]"),
+    ("dedup_key", "text[]"),
+    ("schedule_name", "text[]"),
+    ("scheduled_for", "timestamptz[]"),
+    ("covers_from", "timestamptz[]"),
+    ("covers_count", "integer[]"),
+    ("run_after", "timestamptz[]"),
+)
+_NAMES = tuple(c for c, _ in _COLUMNS)
+# Driver SQL (psycopg's %(name)b: each column goes as one binary array, which
+# psycopg dumps in C; as text, or as a JSON document, the per-row work was
+# several times the cost of the insert itself).
+_PG_INSERT = f"""
+    INSERT INTO {{jobs}} ({", ".join(_NAMES)}, state, attempt_count, created_at, updated_at)
+    SELECT {", ".join(f"v.{c}" for c in _NAMES[:-1])}, coalesce(v.run_after, now()),
+           'QUEUED', 0, now(), now()
+    FROM unnest({", ".join(f"CAST(%({c})b AS {t})" for c, t in _COLUMNS)})
+      AS v({", ".join(_NAMES)})
+    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING job_id
+    """
+
+
+@cache
+def _pg_insert(schema: str | None) -> str:
+    return _PG_INSERT.format(jobs=qualified("jobs", schema))
+
+
+_SQLITE_INSERT = (
+    sqlite.insert(jobs)
+    .values(
+        state="QUEUED",
+        attempt_count=0,
+        run_after=func.coalesce(bindparam("v_run_after", type_=UTCDateTime()), db_now()),
+        created_at=db_now(),
+        updated_at=db_now(),
+    )
+    .on_conflict_do_nothing(
+        index_elements=[jobs.c.job_type, jobs.c.dedup_key],
+        index_where=jobs.c.dedup_key.is_not(None),
+    )
+    .returning(jobs.c.job_id)
+)
+
+
+def insert_jobs_or_skip(
+    conn: Connection, new_jobs: Sequence[NewJob], *, schema: str | None = None
+) -> set[uuid.UUID]:
+    """Insert the jobs whose ``(job_type, dedup_key)`` is new; return the ids of those inserted.
+
+    One statement, compiled once whatever the batch size, for every producer:
+    ``enqueue``, ``rota trigger`` / ``backfill`` and the scheduler's tick. On
+    PostgreSQL each column travels as one binary array (``unnest``); on SQLite
+    SQLAlchemy's "insertmanyvalues" pages the rows into multi-row INSERTs.
+    ``run_after=None`` is the database clock. ``schema`` names rota's schema
+    when ``conn`` is an application's connection that does not search it.
+    """
+    if not new_jobs:
+        return set()
+    if conn.dialect.name == "postgresql":
+        return _insert_pg(conn, new_jobs, schema)
+    params = [
+        {
+            "job_id": j.job_id,
+            "job_type": j.job_type,
+            "pool": j.pool,
+            "priority": j.priority,
+            "tenant": j.tenant,
+            "concurrency_key": j.concurrency_key,
+            "max_attempts": j.max_attempts,
+            "lease_seconds": j.lease_seconds,
+            "idempotent": j.idempotent,
+            "payload_ref": j.payload_ref,
+            "args": dict(j.args) if j.args is not None else None,
+            "dedup_key": j.dedup_key,
+            "schedule_name": j.schedule_name,
+            "scheduled_for": j.scheduled_for,
+            "covers_from": j.covers_from,
+            "covers_count": j.covers_count,
+            "v_run_after": j.run_after,
+        }
+        for j in new_jobs
+    ]
+    return set(conn.execute(_SQLITE_INSERT, params, execution_options=in_schema(schema)).scalars())
+
+
+def _insert_pg(
+    conn: Connection, new_jobs: Sequence[NewJob], schema: str | None
+) -> set[uuid.UUID]:
+    params: dict[str, list[Any]] = {
+        "job_id": [j.job_id for j in new_jobs],
+        "job_type": [j.job_type for j in new_jobs],
+        "pool": [j.pool for j in new_jobs],
+        # One Python type per array (psycopg refuses int and float mixed).
+        "priority": [int(j.priority) for j in new_jobs],
+        "tenant": [j.tenant for j in new_jobs],
+        "concurrency_key": [j.concurrency_key for j in new_jobs],
+        "max_attempts": [int(j.max_attempts) for j in new_jobs],
+        "lease_seconds": [float(j.lease_seconds) for j in new_jobs],
+        "idempotent": [bool(j.idempotent) for j in new_jobs],
+        "payload_ref": [j.payload_ref for j in new_jobs],
+        "args": [
+            None if j.args is None else json.dumps(j.args, default=_json_default)
+            for j in new_jobs
+        ],
+        "dedup_key": [j.dedup_key for j in new_jobs],
+        "schedule_name": [j.schedule_name for j in new_jobs],
+        "scheduled_for": _aware([j.scheduled_for for j in new_jobs]),
+        "covers_from": _aware([j.covers_from for j in new_jobs]),
+        "covers_count": [j.covers_count for j in new_jobs],
+        "run_after": _aware([j.run_after for j in new_jobs]),
+    }
+    return set(conn.exec_driver_sql(_pg_insert(schema), params).scalars().all())
+
+
+def _aware(instants: list[datetime | None]) -> list[datetime | None]:
+    """A naive instant would be read in the session's zone: refuse it, as ``UTCDateTime`` does."""
+    for t in instants:
+        if t is not None and t.tzinfo is None:
+            raise ValueError(f"naive datetime {t!r}: a job's instants must be aware")
+    return instants
+
+
+def _json_default(value: object) -> Any:
+    """``args`` may be any mapping (a frozen config view); only plain JSON goes out."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot send {type(value).__name__} as JSON")
+
+
+def job_id_by_dedup_key(conn: Connection, job_type: str, dedup_key: str) -> uuid.UUID | None:
+    return job_ids_by_dedup_keys(conn, [(job_type, dedup_key)]).get((job_type, dedup_key))
+
+
+def job_ids_by_dedup_keys(
+    conn: Connection, keys: Sequence[tuple[str, str]], *, schema: str | None = None
+) -> dict[tuple[str, str], uuid.UUID]:
+    """The existing jobs with these (job_type, dedup_key) pairs, in one statement."""
+    if not keys:
+        return {}
+    found = conn.execute(
+        select(jobs.c.job_type, jobs.c.dedup_key, jobs.c.job_id).where(
+            tuple_(jobs.c.job_type, jobs.c.dedup_key).in_(sorted(set(keys)))
+        ),
+        execution_options=in_schema(schema),
+    )
+    return {(r.job_type, r.dedup_key): r.job_id for r in found}

@@ -1,1 +1,0 @@
-"""The schedule file: frozen config objects (``model``) and the validating loader."""
