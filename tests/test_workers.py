@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
@@ -32,7 +37,7 @@ from rota.shared.queries.workers import (
     remove_gone_workers,
 )
 from rota.shared.states import WorkerKind
-from tests.executor_support import wait_for
+from tests.executor_support import REPO_ROOT, subprocess_env, wait_for
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -182,3 +187,63 @@ def test_rota_workers_lists_live_and_gone(
     ]
     assert listed[0]["pools"] == ["default", "reports"] and listed[1]["pools"] is None
     assert listed[1]["last_seen_at"] == "2020-01-01T00:00:00Z"
+
+
+@pytest.mark.slow
+def test_real_processes_live_gone_and_removed(
+    engine: Engine, db_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL leaves a row that turns gone; SIGTERM removes the process's row."""
+
+    def start(*argv: str) -> subprocess.Popen[bytes]:
+        with open(tmp_path / f"{argv[0]}.log", "wb") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "rota.cli.main", *argv, "--liveness-interval", "0.3"],
+                cwd=REPO_ROOT,
+                env=subprocess_env(db_url),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+
+    def listed() -> dict[int, dict[str, Any]]:
+        out = subprocess.run(
+            [sys.executable, "-m", "rota.cli.main", "workers", "--json"],
+            cwd=REPO_ROOT,
+            env=subprocess_env(db_url),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {w["pid"]: w for w in json.loads(out)}
+
+    def polled() -> dict[int, str]:
+        with engine.connect() as conn:
+            return {w.pid: "live" if w.live else "gone" for w in list_workers(conn)}
+
+    executor = start("executor", "--pools", "a,b", "--concurrency", "2")
+    scheduler = start("scheduler")
+    try:
+        wait_for(
+            lambda: polled().keys() >= {executor.pid, scheduler.pid},
+            timeout=60,
+            what="both processes to register",
+        )
+        both = listed()
+        assert both[executor.pid]["status"] == "live" and both[executor.pid]["kind"] == "executor"
+        assert both[executor.pid]["pools"] == ["a", "b"]
+        assert both[scheduler.pid]["status"] == "live"
+        assert both[scheduler.pid]["kind"] == "scheduler"
+        executor.send_signal(signal.SIGKILL)
+        executor.wait(10)
+        wait_for(lambda: polled()[executor.pid] == "gone", timeout=30, what="gone")
+        assert polled()[scheduler.pid] == "live"
+        scheduler.send_signal(signal.SIGTERM)
+        assert scheduler.wait(30) == 0
+        after = listed()
+        assert scheduler.pid not in after, "a graceful exit removes the row"
+        assert after[executor.pid]["status"] == "gone"
+    finally:
+        for p in (executor, scheduler):
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)

@@ -163,6 +163,8 @@ class Executor:
 
     def run(self, stop: threading.Event) -> None:
         """Claim and run jobs until ``stop`` is set, then drain and release (graceful)."""
+        # The loop waits at most a poll interval (or a second, when busy) per pass.
+        self.liveness.watch("claim", max(self._registration.interval, self.poll_interval))
         self.start()
 
         def wake_on_stop() -> None:
@@ -173,8 +175,6 @@ class Executor:
 
         threading.Thread(target=wake_on_stop, name="rota-stop", daemon=True).start()
         next_sweep = 0.0
-        # The loop waits at most a poll interval (or a second, when busy) per pass.
-        self.liveness.watch("claim", max(self._registration.interval, self.poll_interval))
         try:
             while not stop.is_set():
                 self.liveness.passed("claim")
