@@ -352,3 +352,46 @@ def test_bad_log_options_are_refused(
     monkeypatch.setenv("ROTA_LOG_FORMAT", "yaml")
     assert main(["executor", "--db", db_url]) == 2
     assert "ROTA_LOG_FORMAT" in capsys.readouterr().err
+
+
+def test_hostile_command_output_is_logged_in_bounded_valid_lines(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A 20,000-byte line, bytes that are not UTF-8, a NUL, and no final newline."""
+    from rota.executor.command import LINE_MAX_BYTES
+    from rota.executor.service import Executor
+
+    script = tmp_path / "out.py"
+    script.write_text(
+        "import sys\n"
+        "sys.stdout.buffer.write(b'x' * 20000 + b'\\n' + b'bad \\xff\\xfe \\x00 end')\n"
+    )
+    cmd = JobTypeSpec(name="cmd", command=(sys.executable, str(script)))
+    store_types(engine, cmd)
+    (job_id,) = add_jobs(engine, cmd)
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(JobContextFilter())
+    command_log = logging.getLogger("rota.command")
+    command_log.addHandler(handler)
+    level = command_log.level
+    command_log.setLevel(logging.INFO)
+    ex = Executor(engine, listen=False, poll_interval=0.05)
+    stop = threading.Event()
+    runner = threading.Thread(target=ex.run, args=(stop,))
+    runner.start()
+    try:
+        wait_for(lambda: states(engine, [job_id])[job_id] == "SUCCEEDED", what="SUCCEEDED")
+    finally:
+        stop.set()
+        runner.join(15)
+        command_log.removeHandler(handler)
+        command_log.setLevel(level)
+    lines = [json.loads(line) for line in _lines(buf)]
+    assert len(lines) == 4  # 8192 + 8192 + 3616 bytes, then the last line
+    assert all(o["job_id"] == str(job_id) and o["stream"] == "stdout" for o in lines)
+    pieces = [o["line"] for o in lines]
+    assert "".join(pieces[:-1]) == "x" * 20000
+    assert all(len(p) <= LINE_MAX_BYTES for p in pieces)
+    assert pieces[-1] == "bad \ufffd\ufffd \x00 end"

@@ -247,3 +247,16 @@ def test_real_processes_live_gone_and_removed(
             if p.poll() is None:
                 p.kill()
                 p.wait(10)
+
+
+def test_a_running_process_removes_rows_gone_for_a_day(engine: Engine) -> None:
+    with engine.begin() as conn:
+        register_worker(conn, _info("old:1:aa"), now=LONG_AGO)
+        register_worker(conn, _info("recent:1:bb"), now=None)
+    ex = Executor(engine, listen=False, liveness_interval=0.1)
+    ex.start()
+    try:
+        wait_for(lambda: "old:1:aa" not in _rows(engine), what="the long-gone row to go")
+        assert "recent:1:bb" in _rows(engine) and ex.worker_id in _rows(engine)
+    finally:
+        ex.shutdown()

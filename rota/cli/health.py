@@ -15,6 +15,7 @@ thread per request): it shares nothing with the loops but their
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,7 +58,8 @@ class HealthServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # a probe every few seconds is not worth a log line
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+        self._server = server_class((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="rota-health", daemon=True
@@ -99,3 +101,7 @@ class HealthServer:
         if self._thread.is_alive():
             self._server.shutdown()
         self._server.server_close()
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6  # --health-host :: or another IPv6 address

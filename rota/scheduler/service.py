@@ -73,6 +73,7 @@ class SchedulerService:
         self._registration = Registration(
             WorkerKind.SCHEDULER, self.worker_id, interval_seconds=liveness_interval
         )
+        self._looping = False  # run() is on: passes count for liveness and the registry
 
     def run_once(
         self, now: datetime | None = None, stop: threading.Event | None = None
@@ -90,6 +91,7 @@ class SchedulerService:
                 )
             log_events()
             total.add(result)
+            self._passed()  # a long catch-up is many batches, not a stuck loop
             if not result.more_due:
                 break
             if stop is not None and stop.is_set():
@@ -122,10 +124,10 @@ class SchedulerService:
         self._registration.start(self.engine.begin)
         interval = self._registration.interval
         self.liveness.watch("tick", interval)
+        self._looping = True
         try:
             while not stop.is_set():
-                self._registration.tick(self.engine.begin)
-                self.liveness.passed("tick")
+                self._passed()
                 try:
                     result = self.run_once(stop=stop)
                     if result.more_due:
@@ -140,10 +142,17 @@ class SchedulerService:
                 if sleep_s > 0:
                     wakeup.wait(min(sleep_s, interval), stop)
         finally:
+            self._looping = False
             self.liveness.unwatch("tick")
             wakeup.close()
             self._registration.stop(self.engine.begin)
             emit(log, "scheduler_stopped", worker_id=self.worker_id)
+
+    def _passed(self) -> None:
+        """The loop came round: tell --health-port, and refresh the registry row when due."""
+        if self._looping:
+            self._registration.tick(self.engine.begin)
+            self.liveness.passed("tick")
 
 
 def _short(exc: BaseException) -> str:
