@@ -25,7 +25,6 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from importlib import metadata
 
 from sqlalchemy import Connection
 
@@ -39,6 +38,7 @@ from rota.shared.queries.workers import (
     remove_gone_workers,
 )
 from rota.shared.states import WorkerKind
+from rota.shared.version import __version__
 
 log = logging.getLogger("rota.registry")
 
@@ -48,17 +48,8 @@ DEFAULT_INTERVAL_SECONDS = 10.0
 # Rows silent for a day are deleted by a live process at most this often.
 REMOVE_GONE_EVERY_SECONDS = 3600.0
 _HOST_MAX = 255
-_VERSION_MAX = 50
 
 Connect = Callable[[], AbstractContextManager[Connection]]
-
-
-def rota_version() -> str:
-    """The installed distribution's version (what an operator upgraded to)."""
-    try:
-        return metadata.version("rota")[:_VERSION_MAX]
-    except metadata.PackageNotFoundError:  # running from a source tree without install
-        return "unknown"
 
 
 class Registration:
@@ -78,7 +69,7 @@ class Registration:
             kind=kind,
             host=socket.gethostname()[:_HOST_MAX],
             pid=os.getpid(),
-            version=rota_version(),
+            version=__version__,
             interval_seconds=interval_seconds,
             pools=None if pools is None else tuple(pools),
             concurrency=concurrency,
