@@ -122,7 +122,8 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         event, fields = record_fields(record)
         ts = datetime.fromtimestamp(record.created).astimezone()
-        parts = [ts.isoformat(timespec="milliseconds"), record.levelname, logfmt_value(record.name)]
+        level, name = logfmt_value(record.levelname), logfmt_value(record.name)
+        parts = [ts.isoformat(timespec="milliseconds"), level, name]
         if event != PLAIN_EVENT:
             parts.append(f"event={logfmt_value(event)}")
         for k, v in fields.items():
