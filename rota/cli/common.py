@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -186,9 +186,22 @@ def _choice(
     return value
 
 
+class _StderrHandler(logging.StreamHandler[Any]):
+    """Writes to whatever ``sys.stderr`` is at the time of each record (like logging's
+    last-resort handler), never to a stream that was swapped out and closed since."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def install_log_handler(fmt: str = "text", level: int = logging.INFO) -> None:
     """Make rota's stderr handler the root logger's (replacing an earlier one of ours)."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(JobContextFilter())
     handler.rota_handler = True  # type: ignore[attr-defined]  # found again on reconfiguration
