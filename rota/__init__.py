@@ -27,8 +27,7 @@ from rota.executor.errors import (
     RetryableError,
 )
 from rota.shared.enqueue import Enqueued, JobRequest, UnknownJobType, enqueue, enqueue_many
-
-__version__ = "0.2.0"
+from rota.shared.version import __version__
 
 __all__ = [
     "AmbiguousError",

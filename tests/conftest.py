@@ -7,8 +7,11 @@ PostgreSQL tests get their own database cloned from a migrated template.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +110,17 @@ def engine(db_url: str) -> Iterator[Engine]:
     eng = make_engine(db_url, pool_size=10)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """A long-running command run in-process configures logging for its process (root
+    level and handler, thread hook, warnings): undo it, so later tests log as before."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    hook, showwarning = threading.excepthook, warnings.showwarning
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+    threading.excepthook, warnings.showwarning = hook, showwarning

@@ -31,7 +31,11 @@ from rota.scheduler.tick import (
 )
 from rota.scheduler.wakeup import Wakeup
 from rota.shared.events import emit
+from rota.shared.identity import new_worker_id
+from rota.shared.liveness import Liveness
 from rota.shared.queries.schedules import CursorMoved, earliest_next_fire
+from rota.shared.registry import DEFAULT_INTERVAL_SECONDS, Registration
+from rota.shared.states import WorkerKind
 
 log = logging.getLogger("rota.scheduler")
 
@@ -55,6 +59,7 @@ class SchedulerService:
         batch_schedules: int = DEFAULT_BATCH_SCHEDULES,
         batch_jobs: int = DEFAULT_BATCH_JOBS,
         max_sleep: float = DEFAULT_MAX_SLEEP,
+        liveness_interval: float = DEFAULT_INTERVAL_SECONDS,
     ) -> None:
         self.engine = engine
         self.batch_schedules = batch_schedules
@@ -62,6 +67,13 @@ class SchedulerService:
         self.max_sleep = max_sleep
         self._compiled = CompiledSchedules()
         self._frozen_at = 0
+        self.worker_id = new_worker_id()  # fresh per process start
+        # The worker registry row and --health-port's view of the tick loop.
+        self.liveness = Liveness()
+        self._registration = Registration(
+            WorkerKind.SCHEDULER, self.worker_id, interval_seconds=liveness_interval
+        )
+        self._looping = False  # run() is on: passes count for liveness and the registry
 
     def run_once(
         self, now: datetime | None = None, stop: threading.Event | None = None
@@ -79,6 +91,7 @@ class SchedulerService:
                 )
             log_events()
             total.add(result)
+            self._passed()  # a long catch-up is many batches, not a stuck loop
             if not result.more_due:
                 break
             if stop is not None and stop.is_set():
@@ -107,9 +120,14 @@ class SchedulerService:
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set."""
         wakeup = Wakeup(self.engine)
-        emit(log, "scheduler_started")
+        emit(log, "scheduler_started", worker_id=self.worker_id)
+        self._registration.start(self.engine.begin)
+        interval = self._registration.interval
+        self.liveness.watch("tick", interval)
+        self._looping = True
         try:
             while not stop.is_set():
+                self._passed()
                 try:
                     result = self.run_once(stop=stop)
                     if result.more_due:
@@ -122,10 +140,19 @@ class SchedulerService:
                     log.exception("event=tick_failed error=%s", _short(exc))
                     sleep_s = ERROR_PAUSE_SECONDS
                 if sleep_s > 0:
-                    wakeup.wait(sleep_s, stop)
+                    wakeup.wait(min(sleep_s, interval), stop)
         finally:
+            self._looping = False
+            self.liveness.unwatch("tick")
             wakeup.close()
-            emit(log, "scheduler_stopped")
+            self._registration.stop(self.engine.begin)
+            emit(log, "scheduler_stopped", worker_id=self.worker_id)
+
+    def _passed(self) -> None:
+        """The loop came round: tell --health-port, and refresh the registry row when due."""
+        if self._looping:
+            self._registration.tick(self.engine.begin)
+            self.liveness.passed("tick")
 
 
 def _short(exc: BaseException) -> str:

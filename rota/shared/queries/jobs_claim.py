@@ -70,7 +70,7 @@ _TL = "CAST(:tenant_limit AS integer)"
 _RETURNED = (
     "job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, "
     "idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, "
-    "last_error_code, tenant, concurrency_key"
+    "last_error_code, tenant, concurrency_key, schedule_name"
 )
 
 
@@ -95,6 +95,7 @@ class ClaimedJob:
     last_error_code: str | None
     tenant: str | None
     concurrency_key: str | None
+    schedule_name: str | None = None  # for the handler's log lines
 
 
 def _candidates(now_sql: str, pools_sql: str) -> str:
@@ -337,4 +338,5 @@ def _claimed(r: Any) -> ClaimedJob:
         last_error_code=r[14],
         tenant=r[15],
         concurrency_key=r[16],
+        schedule_name=r[17],
     )
