@@ -31,6 +31,8 @@ from rota.scheduler.tick import (
 )
 from rota.scheduler.wakeup import Wakeup
 from rota.shared.events import emit
+from rota.shared.metrics import MetricsRecorder
+from rota.shared.metrics_flush import MetricsFlusher
 from rota.shared.queries.schedules import CursorMoved, earliest_next_fire
 
 log = logging.getLogger("rota.scheduler")
@@ -62,6 +64,7 @@ class SchedulerService:
         self.max_sleep = max_sleep
         self._compiled = CompiledSchedules()
         self._frozen_at = 0
+        self.metrics = MetricsRecorder()  # scheduler delay; flushed by run() once per interval
 
     def run_once(
         self, now: datetime | None = None, stop: threading.Event | None = None
@@ -76,6 +79,7 @@ class SchedulerService:
                     now=now,
                     max_schedules=self.batch_schedules,
                     max_jobs=self.batch_jobs,
+                    metrics=self.metrics,
                 )
             log_events()
             total.add(result)
@@ -107,6 +111,8 @@ class SchedulerService:
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set."""
         wakeup = Wakeup(self.engine)
+        flusher = MetricsFlusher(self.engine, self.metrics)
+        flusher.start()
         emit(log, "scheduler_started")
         try:
             while not stop.is_set():
@@ -125,6 +131,7 @@ class SchedulerService:
                     wakeup.wait(sleep_s, stop)
         finally:
             wakeup.close()
+            flusher.stop()
             emit(log, "scheduler_stopped")
 
 
