@@ -98,7 +98,18 @@ def latest_by_reason(conn: Connection) -> dict[str, dict[str, RowMapping]]:
     return out
 
 
-def skips_of_schedule(conn: Connection, name: str) -> Sequence[RowMapping]:
+def skips_of_schedule(
+    conn: Connection, name: str, *, newest: int | None = None
+) -> Sequence[RowMapping]:
+    """The ledger of one schedule, oldest first (``newest``: only the last N rows)."""
+    if newest is not None:
+        recent = (
+            select(schedule_skips)
+            .where(schedule_skips.c.schedule_name == name)
+            .order_by(schedule_skips.c.skip_id.desc())
+            .limit(newest)
+        ).subquery()
+        return conn.execute(select(recent).order_by(recent.c.skip_id)).mappings().all()
     return (
         conn.execute(
             select(schedule_skips)

@@ -1,0 +1,88 @@
+"""``rota serve [--host 127.0.0.1] [--port 8080]``: the HTTP API, metrics and dashboard.
+
+Stateless: run as many as you like, each on the same database. With
+``ROTA_API_TOKEN`` set every request but ``/healthz`` and ``/readyz`` must
+carry ``Authorization: Bearer <token>``; without it only a loopback address
+may be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Any
+
+from rota.cli.common import (
+    EXIT_OK,
+    RuntimeFailure,
+    UserError,
+    add_db_option,
+    open_database,
+    setup_logging,
+)
+from rota.shared.events import emit
+
+TOKEN_ENV = "ROTA_API_TOKEN"
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="serve the HTTP API, /metrics and the dashboard",
+        description=(
+            "Serve the HTTP API (POST /jobs, GET /jobs/{id}, schedules), Prometheus "
+            "metrics at /metrics and the dashboard at /. Set ROTA_API_TOKEN to require "
+            "Authorization: Bearer <token> (and to bind a non-loopback address)."
+        ),
+    )
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port to bind (default 8080)")
+    add_db_option(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    p.set_defaults(func=run)
+
+
+def api_token() -> str | None:
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    return token or None
+
+
+def run(args: argparse.Namespace) -> int:
+    from rota.api import create_app
+    from rota.api.server import (
+        DEFAULT_HOST,
+        DEFAULT_PORT,
+        BindRefused,
+        bind,
+        check_bind,
+        make_server,
+    )
+
+    host = args.host if args.host is not None else DEFAULT_HOST
+    port = args.port if args.port is not None else DEFAULT_PORT
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535, got {port}")
+    token = api_token()
+    try:
+        check_bind(host, token)
+    except BindRefused as exc:
+        raise UserError(str(exc)) from None
+    setup_logging(args.verbose)
+    with open_database(args) as engine:
+        try:
+            sock = bind(host, port)
+        except OSError as exc:
+            raise RuntimeFailure(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+        bound_port = sock.getsockname()[1]
+        emit(
+            logging.getLogger("rota.api"),
+            "serve_started",
+            address=f"http://{host}:{bound_port}",
+            auth="token" if token else "none (loopback only)",
+        )
+        try:
+            make_server(create_app(engine, token=token)).run(sockets=[sock])
+        finally:
+            sock.close()
+    return EXIT_OK
