@@ -33,7 +33,9 @@ def running_api(engine: Engine, token: str | None = None) -> Iterator[str]:
         server.stop()
 
 
-def wait_healthy(base: str, timeout: float = 20.0, proc: subprocess.Popen[str] | None = None) -> None:
+def wait_healthy(
+    base: str, timeout: float = 30.0, proc: subprocess.Popen[str] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:

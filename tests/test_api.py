@@ -242,8 +242,8 @@ def test_schedules_read_pause_resume_trigger(api: httpx.Client, engine: Engine) 
 
 
 def test_schedule_shows_its_skip_ledger(api: httpx.Client, engine: Engine) -> None:
-    from rota.shared.queries.schedule_skips import SkipRecord, record_skips
     from rota.shared.queries.jobs_read import database_now
+    from rota.shared.queries.schedule_skips import SkipRecord, record_skips
     from rota.shared.states import SkipReason
 
     apply_schedule_file(engine, load_schedule_text(SCHEDULES, "s.yaml"))
