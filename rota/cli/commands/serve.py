@@ -11,19 +11,27 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 from rota.cli.common import (
     EXIT_OK,
     RuntimeFailure,
     UserError,
     add_db_option,
+    install_stop_handlers,
     open_database,
     setup_logging,
 )
 from rota.shared.events import emit
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from rota.api.server import BackgroundServer
+
 TOKEN_ENV = "ROTA_API_TOKEN"
+log = logging.getLogger("rota.api")
 
 
 def register(subparsers: Any) -> None:
@@ -76,13 +84,42 @@ def run(args: argparse.Namespace) -> int:
             raise RuntimeFailure(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
         bound_port = sock.getsockname()[1]
         emit(
-            logging.getLogger("rota.api"),
+            log,
             "serve_started",
             address=f"http://{host}:{bound_port}",
             auth="token" if token else "none (loopback only)",
         )
+        # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again
+        # for the handler it found: ours, so the process exits 0 (not killed by it).
+        install_stop_handlers(threading.Event())
         try:
             make_server(create_app(engine, token=token)).run(sockets=[sock])
         finally:
             sock.close()
     return EXIT_OK
+
+
+def serve_in_background(engine: Engine, host: str, port: int) -> BackgroundServer | None:
+    """``rota run``'s API and dashboard, from a thread; None (and one log line) if it cannot.
+
+    A busy port or a refused address never stops ``rota run``: it goes on
+    without serving.
+    """
+    from rota.api import create_app
+    from rota.api.server import BackgroundServer, BindRefused, bind, check_bind
+
+    token = api_token()
+    try:
+        check_bind(host, token)
+        sock = bind(host, port)
+    except BindRefused as exc:
+        emit(log, "serve_skipped", logging.WARNING, reason=str(exc))
+        return None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        emit(log, "serve_skipped", logging.WARNING, address=f"{host}:{port}", reason=reason)
+        return None
+    server = BackgroundServer(create_app(engine, token=token), sock)
+    server.start()
+    emit(log, "serve_started", address=f"http://{host}:{sock.getsockname()[1]}")
+    return server
