@@ -60,7 +60,8 @@ def page(browser: Browser) -> Iterator[Page]:
 
 def failed_job(engine: Engine, client: httpx.Client) -> str:
     """A job that really failed: claimed and reported FAILED with a hostile error detail."""
-    job_id = client.post("/jobs", json={"job_type": "t", "args": HOSTILE_ARGS}).json()["job_id"]
+    submitted = client.post("/jobs", json={"job_type": "t", "args": HOSTILE_ARGS})
+    job_id: str = submitted.json()["job_id"]
     (claimed,) = claim_as(engine, "worker-1", 1)
     assert str(claimed.job_id) == job_id
     f = Finish(

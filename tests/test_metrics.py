@@ -105,6 +105,10 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
             before = samples(client.get("/metrics").text)
             assert value(before, "rota_stuck_running_jobs", pool="default") == 1
             assert value(before, "rota_jobs", state="RUNNING", job_type="dead", pool="default") == 1
+            assert value(before, "rota_workers", kind="executor") == 1
+            assert value(before, "rota_workers", kind="scheduler") == 0
+            data = client.get("/dashboard/data").json()
+            assert [w["worker_id"] for w in data["workers"]] == [ex.worker_id]
         (swept,) = ex.sweep_once()
         assert swept.job_id == dead_id and swept.state.value == "RETRY_WAIT"
         assert ex.flush_metrics() > 0

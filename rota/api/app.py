@@ -78,6 +78,6 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
     @api.get("/dashboard/data", tags=["dashboard"], summary="Everything the dashboard shows")
     def dashboard_data() -> dict[str, Any]:
         with engine.connect() as conn:
-            return dashboard.dashboard_data(conn, None)
+            return dashboard.dashboard_data(conn)
 
     return BearerAuth(api, token, lambda: dashboard.page()[0])

@@ -44,6 +44,7 @@ from rota.shared.queries.jobs_read import database_now
 from rota.shared.queries.metrics import read_minutes, read_totals
 from rota.shared.queries.schedule_skips import totals_by_reason
 from rota.shared.queries.schedules import list_schedules
+from rota.shared.queries.workers import list_workers
 
 WINDOW = timedelta(hours=1)
 FAILED_SHOWN = 50
@@ -141,7 +142,7 @@ def _counter_window(rows: Iterable[Mapping[Any, Any]], metric: str) -> dict[str,
     return dict(out)
 
 
-def dashboard_data(conn: Connection, workers: list[dict[str, Any]] | None) -> dict[str, Any]:
+def dashboard_data(conn: Connection) -> dict[str, Any]:
     now = database_now(conn)
     types = load_job_types(conn)
     counts = jobs_by_state(conn)
@@ -152,6 +153,7 @@ def dashboard_data(conn: Connection, workers: list[dict[str, Any]] | None) -> di
     schedules = list_schedules(conn)
     skips = totals_by_reason(conn)
     failed = recent_failed(conn, FAILED_SHOWN)
+    workers = [w.to_json() for w in list_workers(conn, now=now)]
 
     table: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
     for spec in types.values():

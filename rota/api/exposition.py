@@ -29,6 +29,7 @@ from rota.shared.queries.job_types import load_job_types
 from rota.shared.queries.jobs_gauges import jobs_by_state, oldest_due_by_pool, stuck_by_pool
 from rota.shared.queries.jobs_read import database_now
 from rota.shared.queries.metrics import read_totals
+from rota.shared.queries.workers import live_worker_counts
 from rota.shared.states import UNFINISHED, JobState
 
 GAUGE_STATES = (*UNFINISHED, JobState.FAILED.value)
@@ -46,6 +47,7 @@ class DatabaseCollector(Collector):
             oldest = oldest_due_by_pool(conn, now)
             stuck = stuck_by_pool(conn, now)
             totals = read_totals(conn)
+            live = live_worker_counts(conn, now=now)
         jobs = GaugeMetricFamily(
             "rota_jobs",
             "Jobs per state (waiting, running, and FAILED ones waiting for a person).",
@@ -84,6 +86,14 @@ class DatabaseCollector(Collector):
             stuck_family.add_metric([pool], stuck.get(pool, 0))
         yield age
         yield stuck_family
+        workers = GaugeMetricFamily(
+            "rota_workers",
+            "Live scheduler and executor processes (refreshed within three of their intervals).",
+            labels=["kind"],
+        )
+        for kind, n in sorted(live.items()):
+            workers.add_metric([kind.value], n)
+        yield workers
         yield from stored_families(totals)
 
 

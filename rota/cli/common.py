@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
@@ -27,6 +29,13 @@ from rota.shared.database import (
     resolve_schema,
     resolve_url,
 )
+from rota.shared.events import emit
+from rota.shared.logcontext import JobContextFilter
+from rota.shared.logformat import JsonFormatter, TextFormatter
+from rota.shared.registry import DEFAULT_INTERVAL_SECONDS
+
+if TYPE_CHECKING:
+    from rota.cli.health import HealthServer
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -97,7 +106,7 @@ def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterato
             if getattr(args, "config", None):
                 from rota.scheduler.apply import apply_file  # only when a file is given
 
-                print(apply_file(engine, args.config).render(), file=sys.stderr)
+                report_applied(apply_file(engine, args.config).render())
         yield engine
     finally:
         engine.dispose()
@@ -125,12 +134,179 @@ def install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, _stop)
 
 
-def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:
-    """One line per event on stderr; ``verbose`` means DEBUG whatever ``level`` says."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else level,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+log = logging.getLogger("rota.cli")
+
+
+def add_logging_options(parser: argparse.ArgumentParser) -> None:
+    """``--log-format``, ``--log-level`` and ``-v``: every long-running command takes them.
+
+    Call ``configure_logging(args)`` first thing in the command's ``run``.
+    """
+    parser.add_argument(
+        "--log-format",
+        type=str.lower,
+        choices=LOG_FORMATS,
+        help="text (local time with its offset, key=value) or json (one object per line, "
+        "UTC); default: $ROTA_LOG_FORMAT, else text",
     )
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="default: $ROTA_LOG_LEVEL, else INFO (one line per job transition)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    """Log to stderr in the chosen format, one line per record, with handlers' job fields."""
+    fmt = _choice("--log-format", getattr(args, "log_format", None), "ROTA_LOG_FORMAT",
+                  LOG_FORMATS, "text")
+    level = _choice("--log-level", getattr(args, "log_level", None), "ROTA_LOG_LEVEL",
+                    LOG_LEVELS, "INFO")
+    if getattr(args, "verbose", False):
+        level = "DEBUG"
+    install_log_handler(fmt, getattr(logging, level))
+
+
+def _choice(
+    option: str, given: str | None, env: str, allowed: tuple[str, ...], default: str
+) -> str:
+    """The option's value, else the environment's (checked like the option), else the default."""
+    if given:
+        return given
+    value = os.environ.get(env, "").strip()
+    if not value:
+        return default
+    value = value.upper() if allowed[0].isupper() else value.lower()
+    if value not in allowed:
+        raise UserError(f"${env}={value!r}: use one of {', '.join(allowed)} (or {option})")
+    return value
+
+
+def install_log_handler(fmt: str = "text", level: int = logging.INFO) -> None:
+    """Make rota's stderr handler the root logger's (replacing an earlier one of ours)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(JobContextFilter())
+    handler.rota_handler = True  # type: ignore[attr-defined]  # found again on reconfiguration
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "rota_handler", False)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
     # Alembic announces each plugin it loads whenever the schema is checked: noise.
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+    threading.excepthook = _log_thread_exception
+
+
+def _log_thread_exception(exc: threading.ExceptHookArgs) -> None:
+    """A thread that dies of an exception says so in a log line, not a raw traceback."""
+    if exc.exc_type is SystemExit:
+        return
+    name = exc.thread.name if exc.thread is not None else "?"
+    assert exc.exc_value is not None
+    log.critical(
+        "thread %s died", name, exc_info=(exc.exc_type, exc.exc_value, exc.exc_traceback)
+    )
+
+
+def logs_as_json() -> bool:
+    return any(
+        isinstance(h.formatter, JsonFormatter)
+        for h in logging.getLogger().handlers
+        if getattr(h, "rota_handler", False)
+    )
+
+
+def report_applied(summary: str) -> None:
+    """What ``--config FILE`` changed: a log event under JSON logs, else plain lines."""
+    if logs_as_json():
+        emit(log, "config_applied", summary=summary)
+    else:
+        print(summary, file=sys.stderr)
+
+
+def setup_logging(verbose: bool = False, level: int = logging.INFO) -> None:
+    """The text format at ``level`` (DEBUG if ``verbose``); commands use ``configure_logging``."""
+    install_log_handler("text", logging.DEBUG if verbose else level)
+
+
+def add_health_options(parser: argparse.ArgumentParser) -> None:
+    """``--health-port``, ``--health-host`` and ``--liveness-interval``."""
+    parser.add_argument(
+        "--health-port",
+        type=_port,
+        metavar="PORT",
+        help="serve GET /healthz on this port: 503 when a loop of this process is stuck "
+        "(has not come round for three liveness intervals), for a liveness probe; "
+        "0 picks a free port (logged)",
+    )
+    parser.add_argument(
+        "--health-host",
+        default="0.0.0.0",
+        metavar="HOST",
+        help="address for --health-port (default 0.0.0.0: reachable by the probe)",
+    )
+    parser.add_argument(
+        "--liveness-interval",
+        type=_positive_seconds,
+        default=DEFAULT_INTERVAL_SECONDS,
+        metavar="SECONDS",
+        help="how often this process refreshes its row in the worker registry "
+        f"(`rota workers`; silent for three = gone) and how often its loops must come "
+        f"round for /healthz (default {DEFAULT_INTERVAL_SECONDS:g})",
+    )
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
+    return port
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (math.isfinite(value) and 0.01 <= value <= 86400):
+        raise argparse.ArgumentTypeError(f"use 0.01 to 86400 seconds, got {text}")
+    return value
+
+
+@contextmanager
+def health_server(args: argparse.Namespace) -> Iterator[HealthServer | None]:
+    """The ``--health-port`` server while the block runs (None without the option).
+
+    It listens at once (a busy port is a one-line runtime failure, before any
+    work starts) and answers 200 until the command adds its loops with
+    ``server.watch(service.liveness)``.
+    """
+    port = getattr(args, "health_port", None)
+    if port is None:
+        yield None
+        return
+    from rota.cli.health import HealthServer
+
+    host = args.health_host
+    try:
+        server = HealthServer(host, port)
+    except OSError as exc:
+        raise RuntimeFailure(
+            f"--health-port {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    server.start()
+    bound_host, bound_port = server.address
+    emit(log, "health_listening", host=bound_host, port=bound_port, path="/healthz")
+    try:
+        yield server
+    finally:
+        server.close()

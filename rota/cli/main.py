@@ -40,6 +40,7 @@ COMMANDS = (
     "preview",
     "run",
     "serve",
+    "workers",
 )
 
 

@@ -5,6 +5,10 @@ The job is described to the process in environment variables: ``ROTA_JOB_ID``,
 and ``ROTA_SCHEDULED_FOR`` (ISO 8601 UTC, empty for ad-hoc jobs). Exit status 0
 is success; any other status is a retryable error with code ``EXIT_<status>``
 (``SIGNAL_<n>`` when a signal ended it), the tail of its stderr as the detail.
+Its stdout and stderr are logged line by line (event ``command_output``, with
+the stream's name), each line tagged with the job's fields, never mixed raw
+into the executor's own output; a line longer than ``LINE_MAX_BYTES`` is
+logged in pieces, bytes that are not UTF-8 are replaced.
 A cancellation request sends SIGTERM to the group (SIGKILL after a grace
 period) and is then acknowledged; a lost lease, a timeout or a release at
 shutdown kills the whole group at once.
@@ -12,22 +16,76 @@ shutdown kills the whole group at once.
 
 from __future__ import annotations
 
+import contextvars
 import json
+import logging
 import os
 import signal
 import subprocess
-import tempfile
+import threading
 import time
+from collections import deque
 from collections.abc import Sequence
+from typing import IO
 
 from rota.executor.context import JobContext
 from rota.executor.errors import JobCancelled, RetryableError
 from rota.executor.lease import HeldJob
 from rota.executor.processes import kill_process_group
+from rota.shared.events import emit
 
 CANCEL_GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.02
 _STDERR_TAIL = 2000
+LINE_MAX_BYTES = 8192
+# After the process ends, how long its pipes may take to reach their end (a
+# grandchild that escaped the process group may hold them open forever).
+_DRAIN_SECONDS = 2.0
+
+log = logging.getLogger("rota.command")
+
+
+class _OutputLines:
+    """Logs one pipe of the subprocess line by line, in the job's log context."""
+
+    def __init__(self, pipe: IO[bytes], stream: str, keep_tail: int = 0) -> None:
+        self._pipe = pipe
+        self._stream = stream
+        self._keep = keep_tail
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        self._tail_lock = threading.Lock()  # read while a straggler may still append
+        context = contextvars.copy_context()  # the job's log fields, in the reading thread
+        self._thread = threading.Thread(
+            target=context.run, args=(self._read,), name=f"rota-{stream}", daemon=True
+        )
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for raw in iter(lambda: self._pipe.readline(LINE_MAX_BYTES), b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                emit(log, "command_output", stream=self._stream, line=line)
+                if self._keep:
+                    self._remember(line)
+        except (OSError, ValueError):  # the pipe was closed under us: nothing more to read
+            pass
+        finally:
+            self._pipe.close()
+
+    def _remember(self, line: str) -> None:
+        with self._tail_lock:
+            self._tail.append(line)
+            self._tail_len += len(line) + 1
+            while self._tail_len > self._keep and len(self._tail) > 1:
+                self._tail_len -= len(self._tail.popleft()) + 1
+
+    def wait(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def tail(self) -> str:
+        with self._tail_lock:
+            return "\n".join(self._tail)[-self._keep :].strip()
 
 
 def job_environment(ctx: JobContext) -> dict[str, str]:
@@ -49,14 +107,18 @@ def job_environment(ctx: JobContext) -> dict[str, str]:
 
 def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
     """Run the subprocess to its end; raise as a Python handler would."""
-    with tempfile.TemporaryFile() as stderr:
-        proc = subprocess.Popen(
-            list(argv),
-            env=job_environment(ctx),
-            stdin=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-        )
+    proc = subprocess.Popen(
+        list(argv),
+        env=job_environment(ctx),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout = _OutputLines(proc.stdout, "stdout")
+    stderr = _OutputLines(proc.stderr, "stderr", keep_tail=_STDERR_TAIL)
+    try:
         held.proc = proc
         if held.stop is not None:  # stopped while starting: the stopper may have missed it
             kill_process_group(proc)
@@ -75,12 +137,15 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
             ):
                 kill_process_group(proc)
         held.proc = None
-        ctx.checkpoint()  # lost, timed out or released: nothing more to report
-        if term_sent_at is not None:
-            raise JobCancelled(f"job {ctx.job_id}: the command was stopped on request")
-        if status == 0:
-            return
-        stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - _STDERR_TAIL))
-        tail = stderr.read().decode(errors="replace").strip()
+    finally:
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        for lines in (stdout, stderr):
+            lines.wait(max(0.0, deadline - time.monotonic()))
+    ctx.checkpoint()  # lost, timed out or released: nothing more to report
+    if term_sent_at is not None:
+        raise JobCancelled(f"job {ctx.job_id}: the command was stopped on request")
+    if status == 0:
+        return
+    tail = stderr.tail()
     code = f"EXIT_{status}" if status > 0 else f"SIGNAL_{-status}"
     raise RetryableError(code, tail or f"the command exited with status {status}")

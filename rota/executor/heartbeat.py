@@ -48,12 +48,14 @@ class Heartbeat:
         held: Callable[[], Iterable[HeldJob]],
         on_lost: Callable[[HeldJob, str], None],
         on_timeout: Callable[[HeldJob], None],
+        on_pass: Callable[[], None] | None = None,
     ) -> None:
         self._db = db
         self._owner = owner
         self._held = held
         self._on_lost = on_lost
         self._on_timeout = on_timeout
+        self._on_pass = on_pass  # after every pass of the loop (registry, liveness)
         self._retry_at = 0.0
         self._cancel_poll_at = 0.0
         self._stop = threading.Event()
@@ -75,6 +77,8 @@ class Heartbeat:
                 self.beat_once()
             except Exception:  # never let the heartbeat thread die
                 log.exception("heartbeat failed")
+            if self._on_pass is not None:
+                self._on_pass()
 
     def _poll_cancellations(self, live: list[HeldJob], mono: float) -> None:
         self._cancel_poll_at = mono + CANCEL_POLL_SECONDS

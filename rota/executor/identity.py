@@ -1,15 +1,7 @@
-"""A fresh worker identity for every process start: ``host:pid:random``.
-
-A reused identity (a restarted pod with the same name) could otherwise look
-like the owner of leases its previous life held; the random part prevents it.
-"""
+"""The executor's worker identity: fresh per process start (see ``shared.identity``)."""
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
+from rota.shared.identity import new_worker_id
 
-
-def new_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+__all__ = ["new_worker_id"]

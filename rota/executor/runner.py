@@ -2,6 +2,8 @@
 
 The result is a ``Finish`` to write, or ``None`` when there is nothing to
 report (the lease was lost, the job timed out or was released meanwhile).
+Everything logged meanwhile in this context (the handler's own log lines, a
+command's output) carries the job's id, type, attempt and schedule.
 """
 
 from __future__ import annotations
@@ -14,10 +16,17 @@ from rota.executor.context import JobContext
 from rota.executor.errors import JobCancelled, JobInterrupted, PermanentError
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.lease import HeldJob
+from rota.shared.logcontext import job_log_context
 from rota.shared.queries.jobs_outcome import Finish
 
 
 def run_held_job(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -> Finish | None:
+    c = held.claimed
+    with job_log_context(c.job_id, c.job_type, c.attempt, c.schedule_name):
+        return _run(held, registry, rng)
+
+
+def _run(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -> Finish | None:
     c = held.claimed
     spec = held.spec
     ctx = JobContext.for_job(held)

@@ -40,12 +40,14 @@ from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
 from rota.executor.writer import OutcomeWriter
 from rota.shared.events import emit
+from rota.shared.liveness import Liveness
 from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MetricsRecorder
 from rota.shared.metrics_flush import MetricsFlusher
 from rota.shared.queries.jobs_lease import Swept, sweep_expired_leases
 from rota.shared.queries.jobs_notify import notify_claimable
 from rota.shared.queries.jobs_outcome import Finish
-from rota.shared.states import AttemptOutcome, JobState
+from rota.shared.registry import DEFAULT_INTERVAL_SECONDS, Registration
+from rota.shared.states import AttemptOutcome, JobState, WorkerKind
 
 log = logging.getLogger("rota.executor")
 T = TypeVar("T")
@@ -77,6 +79,7 @@ class Executor:
         listen: bool = True,
         worker_id: str | None = None,
         rng: random.Random | None = None,
+        liveness_interval: float = DEFAULT_INTERVAL_SECONDS,
         metrics_interval: float = DEFAULT_FLUSH_SECONDS,
     ) -> None:
         if concurrency < 1:
@@ -113,12 +116,24 @@ class Executor:
         self._writer = OutcomeWriter(
             LoopConnection(engine, sqlite_lock), self.worker_id, self._on_written
         )
+        # The worker registry row and --health-port's view of the loops, both
+        # kept by the loops' own passes (one registry write per interval).
+        self.liveness = Liveness()
+        self._registration = Registration(
+            WorkerKind.EXECUTOR,
+            self.worker_id,
+            interval_seconds=liveness_interval,
+            pools=self.pools,
+            concurrency=concurrency,
+        )
+        self._heartbeat_db = LoopConnection(engine, sqlite_lock)
         self._heartbeat = Heartbeat(
-            LoopConnection(engine, sqlite_lock),
+            self._heartbeat_db,
             self.worker_id,
             self.held_jobs,
             self._on_lost,
             self._on_timeout,
+            on_pass=self._heartbeat_passed,
         )
         self._listener: Listener | SqliteWatcher | None = None
         if listen and engine.dialect.name == "postgresql":
@@ -139,6 +154,8 @@ class Executor:
             t.start()
             self._slot_threads.append(t)
         self._writer.start()
+        self._registration.start(self._claim_db.statement)
+        self.liveness.watch("heartbeat", self._registration.interval)
         self._heartbeat.start()
         if self._listener is not None:
             self._listener.start()
@@ -153,6 +170,8 @@ class Executor:
 
     def run(self, stop: threading.Event) -> None:
         """Claim and run jobs until ``stop`` is set, then drain and release (graceful)."""
+        # The loop waits at most a poll interval (or a second, when busy) per pass.
+        self.liveness.watch("claim", max(self._registration.interval, self.poll_interval))
         self.start()
 
         def wake_on_stop() -> None:
@@ -165,6 +184,7 @@ class Executor:
         next_sweep = 0.0
         try:
             while not stop.is_set():
+                self.liveness.passed("claim")
                 if time.monotonic() >= next_sweep:
                     self._guarded(self.sweep_once)
                     next_sweep = time.monotonic() + self.sweep_interval
@@ -205,6 +225,7 @@ class Executor:
         if not self._started or self._draining:
             return
         self._draining = True
+        self.liveness.unwatch("claim")  # claiming has ended on purpose
         timeout = self.drain_timeout if drain_timeout is None else drain_timeout
         self._wait_drained(timeout)
         for held in self.held_jobs():
@@ -218,6 +239,8 @@ class Executor:
         # record partial effects before the process goes away.
         self._wait_handlers(STOP_GRACE_SECONDS)
         self._heartbeat.stop()
+        self.liveness.unwatch("heartbeat")
+        self._registration.stop(self._claim_db.statement)
         self._writer.stop(timeout=0.0)
         self._metrics_flusher.stop()
         if self._listener is not None:
@@ -369,6 +392,10 @@ class Executor:
                 with self._busy_cond:
                     self._busy -= 1
                     self._busy_cond.notify_all()
+
+    def _heartbeat_passed(self) -> None:
+        self._registration.tick(self._heartbeat_db.statement)
+        self.liveness.passed("heartbeat")
 
     def _forget(self, held: HeldJob) -> None:
         with self._held_lock:

@@ -31,9 +31,13 @@ from rota.scheduler.tick import (
 )
 from rota.scheduler.wakeup import Wakeup
 from rota.shared.events import emit
+from rota.shared.identity import new_worker_id
+from rota.shared.liveness import Liveness
 from rota.shared.metrics import MetricsRecorder
 from rota.shared.metrics_flush import MetricsFlusher
 from rota.shared.queries.schedules import CursorMoved, earliest_next_fire
+from rota.shared.registry import DEFAULT_INTERVAL_SECONDS, Registration
+from rota.shared.states import WorkerKind
 
 log = logging.getLogger("rota.scheduler")
 
@@ -57,6 +61,7 @@ class SchedulerService:
         batch_schedules: int = DEFAULT_BATCH_SCHEDULES,
         batch_jobs: int = DEFAULT_BATCH_JOBS,
         max_sleep: float = DEFAULT_MAX_SLEEP,
+        liveness_interval: float = DEFAULT_INTERVAL_SECONDS,
     ) -> None:
         self.engine = engine
         self.batch_schedules = batch_schedules
@@ -64,6 +69,12 @@ class SchedulerService:
         self.max_sleep = max_sleep
         self._compiled = CompiledSchedules()
         self._frozen_at = 0
+        self.worker_id = new_worker_id()  # fresh per process start
+        # The worker registry row and --health-port's view of the tick loop.
+        self.liveness = Liveness()
+        self._registration = Registration(
+            WorkerKind.SCHEDULER, self.worker_id, interval_seconds=liveness_interval
+        )
         self.metrics = MetricsRecorder()  # scheduler delay; flushed by run() once per interval
 
     def run_once(
@@ -113,9 +124,14 @@ class SchedulerService:
         wakeup = Wakeup(self.engine)
         flusher = MetricsFlusher(self.engine, self.metrics)
         flusher.start()
-        emit(log, "scheduler_started")
+        emit(log, "scheduler_started", worker_id=self.worker_id)
+        self._registration.start(self.engine.begin)
+        interval = self._registration.interval
+        self.liveness.watch("tick", interval)
         try:
             while not stop.is_set():
+                self._registration.tick(self.engine.begin)
+                self.liveness.passed("tick")
                 try:
                     result = self.run_once(stop=stop)
                     if result.more_due:
@@ -128,11 +144,13 @@ class SchedulerService:
                     log.exception("event=tick_failed error=%s", _short(exc))
                     sleep_s = ERROR_PAUSE_SECONDS
                 if sleep_s > 0:
-                    wakeup.wait(sleep_s, stop)
+                    wakeup.wait(min(sleep_s, interval), stop)
         finally:
+            self.liveness.unwatch("tick")
             wakeup.close()
             flusher.stop()
-            emit(log, "scheduler_stopped")
+            self._registration.stop(self.engine.begin)
+            emit(log, "scheduler_stopped", worker_id=self.worker_id)
 
 
 def _short(exc: BaseException) -> str:

@@ -3,7 +3,9 @@
 ``emit(log, "lease_lost", job_id=..., generation=...)`` logs the line
 ``event=lease_lost job_id=... generation=...`` and attaches the same fields as
 ``record.event`` and ``record.fields``, so operators can grep and tests can
-assert on them (``caplog.records``).
+assert on them (``caplog.records``). ``--log-format json`` writes the fields
+as keys of the line's object (``shared.logformat``). Values are quoted and
+escaped as in the text format: no value can break the line or forge a key.
 """
 
 from __future__ import annotations
@@ -11,14 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rota.shared.logformat import logfmt_value
+
 
 def emit(log: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
     if not log.isEnabledFor(level):
         return
-    text = " ".join([f"event={event}", *(f"{k}={_fmt(v)}" for k, v in fields.items())])
+    text = " ".join([f"event={event}", *(f"{k}={logfmt_value(v)}" for k, v in fields.items())])
     log.log(level, text, extra={"event": event, "fields": fields})
-
-
-def _fmt(value: Any) -> str:
-    s = str(value)
-    return f'"{s}"' if (" " in s or not s) else s

@@ -34,6 +34,7 @@ from rota.shared.states import (
     UNFINISHED_SQL,
     JobState,
     SkipReason,
+    WorkerKind,
     sql_in,
 )
 
@@ -254,6 +255,25 @@ schedule_skips = Table(
     Index("ix_schedule_skips_schedule", "schedule_name", "recorded_at"),
 )
 
+# The worker registry (0006): one row per running scheduler or executor process,
+# refreshed once per interval; silent for GONE_AFTER_INTERVALS intervals = gone.
+workers = Table(
+    "workers",
+    metadata,
+    Column("worker_id", String(200), primary_key=True),
+    Column("kind", String(20), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("version", String(50), nullable=False),
+    Column("pools", JSON),  # a list of pool names; null for a scheduler
+    Column("concurrency", Integer),  # null for a scheduler
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("last_seen_at", UTCDateTime(), nullable=False),
+    Column("interval_seconds", Float, nullable=False),
+    CheckConstraint(f"kind IN {sql_in(WorkerKind)}", name="kind_known"),
+    CheckConstraint("interval_seconds > 0", name="interval_positive"),
+)
+
 # Operations metrics (0008): cumulative buckets per (metric, labels, le), added to
 # by the processes that observe them (rota.shared.metrics), and the same deltas
 # per minute for the dashboard's last hour. A counter is one bucket, le "+Inf".
@@ -289,4 +309,5 @@ __all__ = [
     "metric_totals",
     "schedule_skips",
     "schedules",
+    "workers",
 ]

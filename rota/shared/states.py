@@ -91,3 +91,10 @@ class SkipReason(StrEnum):
     OVERLAP = "overlap"  # ``overlap: forbid`` while an earlier run was unfinished
     PAUSED = "paused"  # fell in a pause, dropped by the misfire policy on resume
     COALESCED = "coalesced"  # folded into the job of a newer occurrence
+
+
+class WorkerKind(StrEnum):
+    """What a process in the ``workers`` registry is (``rota workers``)."""
+
+    EXECUTOR = "executor"
+    SCHEDULER = "scheduler"

@@ -212,16 +212,15 @@
   }
 
   function workersSection(data) {
-    if (!data.workers) {
-      return el("section", { id: "workers" }, el("h2", {}, "Live workers"),
-        el("p", { class: "muted" }, "this rota keeps no worker registry"));
-    }
+    const live = data.workers.filter((w) => w.status === "live").length;
     const rows = data.workers.map((w) => el("tr", {},
       el("td", {}, w.kind), el("td", { class: "mono" }, w.worker_id),
-      el("td", {}, w.host + " pid " + w.pid), el("td", {}, w.pools || "–"), num(w.concurrency),
+      el("td", {}, w.host + " pid " + w.pid + " · rota " + w.version),
+      el("td", {}, w.pools ? w.pools.join(", ") : "–"), num(w.concurrency),
       el("td", {}, when(w.started_at)),
-      el("td", { class: w.alive ? "ok" : "bad" }, (w.alive ? "" : "gone · ") + ago(w.last_seen_at, data.now))));
-    return el("section", { id: "workers" }, el("h2", {}, "Live workers"),
+      el("td", { class: w.status === "live" ? "ok" : "bad" },
+        (w.status === "live" ? "live · " : "GONE · ") + seconds(w.seen_seconds_ago) + " ago")));
+    return el("section", { id: "workers" }, el("h2", {}, "Workers (" + live + " live)"),
       table(["kind", "worker", "where", "pools", "#concurrency", "started", "last seen"], rows,
         "no executor or scheduler has registered"));
   }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import threading
 from typing import Any
 
@@ -12,9 +11,12 @@ from rota.cli.common import (
     UserError,
     add_config_option,
     add_db_option,
+    add_health_options,
+    add_logging_options,
+    configure_logging,
+    health_server,
     install_stop_handlers,
     open_database,
-    setup_logging,
 )
 from rota.executor.service import (
     DEFAULT_CONCURRENCY,
@@ -76,13 +78,8 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"how often expired leases are taken back (default {DEFAULT_SWEEP_INTERVAL:g})",
     )
-    p.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level (default INFO: one line per job transition)",
-    )
-    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    add_logging_options(p)
+    add_health_options(p)
     p.set_defaults(func=run)
 
 
@@ -107,11 +104,11 @@ def run(args: argparse.Namespace) -> int:
     _check_positive("--sweep-interval", args.sweep_interval)
     if args.drain_timeout < 0:
         raise UserError(f"--drain-timeout must not be negative, got {args.drain_timeout:g}")
-    setup_logging(args.verbose, getattr(logging, args.log_level))
+    configure_logging(args)
     stop = threading.Event()
     install_stop_handlers(stop)
-    with open_database(args) as engine:
-        Executor(
+    with health_server(args) as health, open_database(args) as engine:
+        executor = Executor(
             engine,
             pools,
             args.concurrency,
@@ -119,5 +116,9 @@ def run(args: argparse.Namespace) -> int:
             poll_interval=args.poll_interval,
             sweep_interval=args.sweep_interval,
             drain_timeout=args.drain_timeout,
-        ).run(stop)
+            liveness_interval=args.liveness_interval,
+        )
+        if health is not None:
+            health.watch(executor.liveness)
+        executor.run(stop)
     return EXIT_OK

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import threading
 from typing import Any
 
@@ -26,9 +25,13 @@ from rota.cli.common import (
     EXIT_OK,
     UserError,
     add_db_option,
+    add_health_options,
+    add_logging_options,
+    configure_logging,
+    health_server,
     install_stop_handlers,
     open_database,
-    setup_logging,
+    report_applied,
 )
 from rota.executor.service import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, Executor
 from rota.migrations.runner import upgrade
@@ -77,7 +80,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--serve-host", default="127.0.0.1", help="API address (default 127.0.0.1)")
     p.add_argument("--serve-port", type=int, default=8080, help="API port (default 8080)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    add_logging_options(p)
+    add_health_options(p)
     p.set_defaults(func=run)
 
 
@@ -101,16 +105,25 @@ def run(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UserError(f"--concurrency must be at least 1, got {args.concurrency}")
     path = _config_path(args)
-    setup_logging(args.verbose)
+    configure_logging(args)
     stop = threading.Event()
     install_stop_handlers(stop)
-    with open_database(args, migrated=False) as engine:
+    with health_server(args) as health, open_database(args, migrated=False) as engine:
         upgrade(engine)
         result = apply_file(engine, path)
-        print(result.render(), file=sys.stderr)
+        report_applied(result.render())
         pools = _pools(engine, args)
-        executor = Executor(engine, pools, args.concurrency, drain_timeout=args.drain_timeout)
-        scheduler = SchedulerService(engine)
+        interval = args.liveness_interval
+        executor = Executor(
+            engine,
+            pools,
+            args.concurrency,
+            drain_timeout=args.drain_timeout,
+            liveness_interval=interval,
+        )
+        scheduler = SchedulerService(engine, liveness_interval=interval)
+        if health is not None:
+            health.watch(executor.liveness, scheduler.liveness)
         emit(
             log,
             "run_started",

@@ -10,9 +10,12 @@ from rota.cli.common import (
     EXIT_OK,
     add_config_option,
     add_db_option,
+    add_health_options,
+    add_logging_options,
+    configure_logging,
+    health_server,
     install_stop_handlers,
     open_database,
-    setup_logging,
 )
 from rota.scheduler.service import DEFAULT_MAX_SLEEP, SchedulerService
 from rota.scheduler.tick import DEFAULT_BATCH_JOBS, DEFAULT_BATCH_SCHEDULES
@@ -50,20 +53,24 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"longest sleep between ticks (default {DEFAULT_MAX_SLEEP})",
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    add_logging_options(p)
+    add_health_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    configure_logging(args)
     stop = threading.Event()
     install_stop_handlers(stop)
-    with open_database(args) as engine:
+    with health_server(args) as health, open_database(args) as engine:
         service = SchedulerService(
             engine,
             batch_schedules=max(1, args.batch),
             batch_jobs=max(1, args.max_jobs),
             max_sleep=max(0.01, args.max_sleep),
+            liveness_interval=args.liveness_interval,
         )
+        if health is not None:
+            health.watch(service.liveness)
         service.run(stop)
     return EXIT_OK

@@ -19,9 +19,10 @@ from rota.cli.common import (
     RuntimeFailure,
     UserError,
     add_db_option,
+    add_logging_options,
+    configure_logging,
     install_stop_handlers,
     open_database,
-    setup_logging,
 )
 from rota.shared.events import emit
 
@@ -47,7 +48,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port to bind (default 8080)")
     add_db_option(p)
-    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    add_logging_options(p)
     p.set_defaults(func=run)
 
 
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         check_bind(host, token)
     except BindRefused as exc:
         raise UserError(str(exc)) from None
-    setup_logging(args.verbose)
+    configure_logging(args)
     with open_database(args) as engine:
         try:
             sock = bind(host, port)

@@ -15,7 +15,7 @@
   for the FAILED gauge and the dashboard's list of failed jobs.
 
 Revision ID: 0008
-Revises: 0004
+Revises: 0006
 Create Date: 2026-11-30 16:40:00
 """
 
@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0004"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

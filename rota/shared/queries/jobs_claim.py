@@ -70,7 +70,7 @@ _TL = "CAST(:tenant_limit AS integer)"
 _RETURNED = (
     "job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, "
     "idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, "
-    "last_error_code, tenant, concurrency_key, run_after, created_at, started_at"
+    "last_error_code, tenant, concurrency_key, schedule_name, run_after, created_at, started_at"
 )
 
 
@@ -95,6 +95,7 @@ class ClaimedJob:
     last_error_code: str | None
     tenant: str | None
     concurrency_key: str | None
+    schedule_name: str | None = None  # for the handler's log lines
     # For the metrics (queue wait, end-to-end): when it became due, was created, was claimed.
     run_after: datetime | None = None
     created_at: datetime | None = None
@@ -341,7 +342,8 @@ def _claimed(r: Any) -> ClaimedJob:
         last_error_code=r[14],
         tenant=r[15],
         concurrency_key=r[16],
-        run_after=read_utc(r[17]),
-        created_at=read_utc(r[18]),
-        started_at=read_utc(r[19]),
+        schedule_name=r[17],
+        run_after=read_utc(r[18]),
+        created_at=read_utc(r[19]),
+        started_at=read_utc(r[20]),
     )
