@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -285,6 +286,27 @@ def test_readyz_is_503_on_an_unmigrated_database(empty_db_url: str) -> None:
             assert r.status_code == 503
             assert r.headers["content-type"] == PROBLEM_JSON
             assert "rota migrate" in r.json()["detail"]
+    finally:
+        engine.dispose()
+
+
+def test_an_unreachable_database_is_503_without_the_password() -> None:
+    from rota.shared.database import make_engine
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = make_engine(f"postgresql+psycopg://rota:hunter2@127.0.0.1:{port}/rota")
+    try:
+        with running_api(engine) as base, httpx.Client(base_url=base) as client:
+            assert client.get("/healthz").status_code == 200
+            for path in ("/readyz", "/jobs", "/metrics", "/dashboard/data"):
+                r = client.get(path)
+                assert r.status_code == 503, (path, r.text)
+                assert r.headers["content-type"] == PROBLEM_JSON
+                assert "hunter2" not in r.text
+            r = client.post("/jobs", json={"job_type": "t"})
+            assert r.status_code == 503 and "hunter2" not in r.text
     finally:
         engine.dispose()
 

@@ -13,7 +13,7 @@ from rota.api import dashboard, jobs, schedules
 from rota.api.auth import BearerAuth
 from rota.api.exposition import exposition
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
-from rota.migrations.runner import ensure_migrated
+from rota.migrations.runner import current_revision, head_revision
 from rota.shared.database import DatabaseError
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -35,7 +35,8 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
         redoc_url=None,
     )
     api.state.engine = engine
-    install(api)
+    head = head_revision()  # read once: the probe then costs one small query
+    install(api, engine)
     api.include_router(jobs.router)
     api.include_router(schedules.router)
 
@@ -51,9 +52,18 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
     )
     def readyz(request: Request) -> JSONResponse:
         try:
-            ensure_migrated(engine)
+            current = current_revision(engine)
         except DatabaseError as exc:
             p = Problem(503, "Not ready", str(exc), type=UNAVAILABLE)
+            return problem_response(p, request.url.path)
+        if current != head:
+            detail = (
+                "the database has no rota schema: run `rota migrate`"
+                if current is None
+                else f"the database is at schema {current}, this rota needs {head}: "
+                "run `rota migrate`"
+            )
+            p = Problem(503, "Not ready", detail, type=UNAVAILABLE)
             return problem_response(p, request.url.path)
         return JSONResponse({"status": "ready"})
 

@@ -15,7 +15,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rota.shared.database import scrub, short_error
 
 log = logging.getLogger("rota.api")
 
@@ -67,7 +71,7 @@ def _where(loc: Sequence[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, engine: Engine) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(exc, request.url.path)
@@ -95,6 +99,21 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = NOT_FOUND if exc.status_code == 404 else "about:blank"
         p = Problem(exc.status_code, str(exc.detail), type=kind, headers=exc.headers)
+        return problem_response(p, request.url.path)
+
+    @app.exception_handler(OperationalError)
+    async def _database(request: Request, exc: OperationalError) -> JSONResponse:
+        # The database is unreachable or refused the connection: say so, password-free.
+        secret_url = engine.url.render_as_string(hide_password=False)
+        log.warning("event=api_database_error path=%s error=%s", request.url.path,
+                    scrub(short_error(exc), secret_url))
+        p = Problem(
+            503,
+            "Database unavailable",
+            scrub(short_error(exc), secret_url)[:300],
+            type=UNAVAILABLE,
+            headers={"Retry-After": "5"},
+        )
         return problem_response(p, request.url.path)
 
     @app.exception_handler(Exception)

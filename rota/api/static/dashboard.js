@@ -198,17 +198,30 @@
       table(["schedule", "state", "next fire", "last fire", "skip ledger", ""], rows, "no schedules"));
   }
 
-  function failedSection(data) {
-    const rows = data.failed.map((j) => el("tr", {},
+  // An error detail (often a traceback): its last line, the whole of it one click away.
+  function detail(text) {
+    if (!text) return null;
+    const lines = text.trim().split("\n");
+    const last = lines[lines.length - 1];
+    if (lines.length === 1) return el("div", { class: "mono" }, last);
+    return el("details", {}, el("summary", { class: "mono" }, last), el("pre", { class: "detail" }, text));
+  }
+
+  function failedSection(data, limit) {
+    const shown = limit ? data.failed.slice(0, limit) : data.failed;
+    const rows = shown.map((j) => el("tr", {},
       el("td", {}, jobLink(j.job_id), el("div", { class: "muted" }, j.job_type)),
       el("td", {}, when(j.finished_at || j.updated_at)),
       el("td", {}, el("span", { class: "bad" }, j.error ? j.error.code : "–"),
-        j.error && j.error.detail ? el("pre", { class: "detail" }, j.error.detail) : null),
+        j.error ? detail(j.error.detail) : null),
       num(j.attempt_count + " / " + j.max_attempts),
       el("td", { class: "actions" },
         el("button", { onclick: () => act("/jobs/" + encodeURIComponent(j.job_id) + "/replay", "replay " + j.job_id) }, "replay"))));
+    const more = shown.length < data.failed.length
+      ? el("p", {}, el("a", { href: "#/failed" }, "all " + data.failed.length + " most recent failed jobs"))
+      : null;
     return el("section", { id: "failed" }, el("h2", {}, "Failed jobs"),
-      table(["job", "failed at", "error", "#attempts", ""], rows, "no failed jobs"));
+      table(["job", "failed at", "error", "#attempts", ""], rows, "no failed jobs"), more);
   }
 
   function workersSection(data) {
@@ -242,16 +255,17 @@
     };
     return [
       queuesSection(data),
-      el("div", { class: "grid" },
-        latencySection("Queue wait (due → claimed)", "queue-wait", data.latency.queue_wait, data.now),
-        latencySection("Execution time (one attempt)", "execution", data.latency.execution, data.now, expired)),
+      latencySection("Queue wait (due → claimed), first attempts, last hour", "queue-wait",
+        data.latency.queue_wait, data.now),
+      latencySection("Execution time (one attempt), last hour", "execution",
+        data.latency.execution, data.now, expired),
       el("div", { class: "grid" },
         latencySection("End to end (created → finished)", "end-to-end", data.latency.end_to_end, data.now),
         latencySection("Cancel latency (requested → cancelled)", "cancel-latency", data.latency.cancel_latency, data.now)),
       latencySection("Scheduler delay (created − scheduled), per schedule", "scheduler-delay",
         data.latency.scheduler_delay, data.now),
       el("section", { id: "recent" }, el("h2", {}, "Recent jobs"), jobsTable(recent.jobs, data.now)),
-      failedSection(data),
+      failedSection(data, 8),
       schedulesTable(data),
       workersSection(data),
     ];
@@ -333,7 +347,7 @@
   async function sectionView(name) {
     const data = await api("/dashboard/data");
     if (name === "schedules") return [schedulesTable(data)];
-    if (name === "failed") return [failedSection(data)];
+    if (name === "failed") return [failedSection(data, 0)];
     return [workersSection(data)];
   }
 

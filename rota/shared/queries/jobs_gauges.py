@@ -8,7 +8,9 @@ uses a partial index only when the query repeats its WHERE term.
 * ``jobs_by_state``: unfinished and FAILED jobs per (state, job type, pool),
   counted from ``ix_jobs_state`` / ``ix_jobs_failed`` alone.
 * ``oldest_due_by_pool``: per pool, the ``run_after`` of the job that has been
-  due and waiting longest (``ix_jobs_claimable``).
+  due and waiting longest: two probes of ``ix_jobs_state`` per stored job type,
+  counted in the pool the job type names (a job left in an older pool after a
+  change of its type's pool counts in the new one).
 * ``stuck_by_pool``: leased jobs whose lease expired and no sweeper took back yet.
 * ``queue_pressure``: one job type's waiting depth (counted up to a cap, so the
   cost is bounded by the limit checked) and its oldest due job (two index probes).
@@ -31,14 +33,28 @@ _BY_STATE = text(f"""
     WHERE state IN {UNFINISHED_SQL}
     GROUP BY state, job_type, pool
     UNION ALL
-    SELECT state, job_type, pool, count(*) AS n FROM jobs
+    SELECT 'FAILED', job_type, pool, count(*) AS n FROM jobs
     WHERE state = 'FAILED'
-    GROUP BY state, job_type, pool
+    GROUP BY job_type, pool
 """)
 
+
+def _first_waiting(state: str) -> str:
+    """The oldest ``run_after`` of one waiting state and job type: the first index entry."""
+    return f"""(SELECT min(j.run_after) FROM jobs j
+                WHERE j.state IN {UNFINISHED_SQL} AND j.state = '{state}'
+                  AND j.job_type = t.name)"""
+
+
+# Two index probes per job type (not a scan of the waiting jobs), attributed to
+# the job type's pool.
 _OLDEST_DUE = text(f"""
-    SELECT pool, min(run_after) AS oldest FROM jobs
-    WHERE state IN {CLAIMABLE_SQL} AND run_after <= :now
+    SELECT pool, min(oldest) AS oldest FROM (
+        SELECT t.pool AS pool, {_first_waiting("QUEUED")} AS oldest FROM job_types t
+        UNION ALL
+        SELECT t.pool AS pool, {_first_waiting("RETRY_WAIT")} AS oldest FROM job_types t
+    ) AS firsts
+    WHERE oldest <= :now
     GROUP BY pool
 """)
 
