@@ -155,7 +155,7 @@ def shoot(base: str, out: str) -> None:
         browser = p.chromium.launch(
             executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True
         )
-        page = browser.new_page(viewport={"width": 1400, "height": 2100})
+        page = browser.new_page(viewport={"width": 1400, "height": 3000})
         page.goto(base + "/")
         page.wait_for_selector("#queues h2")
         page.wait_for_timeout(1000)

@@ -342,3 +342,13 @@ def test_token_is_required_everywhere_but_the_probes(engine: Engine) -> None:
         # A browser gets the page that asks for the token, still with 401 and no data.
         page = client.get("/", headers={"Accept": "text/html"})
         assert page.status_code == 401 and 'id="login"' in page.text
+
+
+def test_quantiles_interpolate_within_buckets() -> None:
+    from rota.api.dashboard import quantile
+
+    buckets = {"0.1": 50.0, "0.25": 50.0, "+Inf": 0.0}
+    assert quantile(0.5, buckets) == pytest.approx(0.1)
+    assert quantile(0.95, buckets) == pytest.approx(0.1 + 0.15 * 45 / 50)
+    assert quantile(0.5, {"0.005": 0.0, "+Inf": 4.0}) == pytest.approx(0.005)
+    assert quantile(0.99, {}) is None

@@ -196,6 +196,6 @@ def dashboard_data(conn: Connection) -> dict[str, Any]:
             for name, n in sorted(expired_total.items())
         },
         "schedules": [schedule_resource(r, skips.get(r["name"], {})) for r in schedules],
-        "failed": [job_resource(j, now) for j in failed],
+        "failed": [job_resource(j, now, args=False) for j in failed],
         "workers": workers,
     }

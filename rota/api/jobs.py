@@ -229,7 +229,10 @@ def _decode_cursor(text: str) -> Keyset:
         ) from None
 
 
-@router.get("/jobs", summary="List jobs, newest first, page by page")
+@router.get(
+    "/jobs",
+    summary="List jobs, newest first, page by page (args left out: read one job for them)",
+)
 def list_jobs(
     request: Request,
     state: Annotated[
@@ -250,7 +253,10 @@ def list_jobs(
         f = JobFilter(states, job_type, schedule, _since(since, now))
         rows = page_jobs(conn, f, limit=limit + 1, after=after)
     page = rows[:limit]
-    body: dict[str, Any] = {"jobs": [job_resource(r, now) for r in page], "next": None}
+    body: dict[str, Any] = {
+        "jobs": [job_resource(r, now, args=False) for r in page],
+        "next": None,
+    }
     headers: dict[str, str] = {}
     if len(rows) > limit:
         last = page[-1]

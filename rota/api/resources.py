@@ -34,8 +34,9 @@ def job_location(job_id: uuid.UUID | str) -> str:
 
 
 def job_resource(
-    job: Row, now: datetime, attempts: Sequence[Row] | None = None
+    job: Row, now: datetime, attempts: Sequence[Row] | None = None, *, args: bool = True
 ) -> dict[str, Any]:
+    """One job; ``args=False`` leaves its arguments out (lists: they can be a megabyte each)."""
     state = job["state"]
     job_id = str(job["job_id"])
     data: dict[str, Any] = {
@@ -48,7 +49,7 @@ def job_resource(
         "concurrency_key": job["concurrency_key"],
         "dedup_key": job["dedup_key"],
         "payload_ref": job["payload_ref"],
-        "args": job["args"],
+        "args": job["args"] if args else None,
         "schedule": job["schedule_name"],
         "scheduled_for": instant(job["scheduled_for"]),
         "attempt_count": job["attempt_count"],

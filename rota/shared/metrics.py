@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from functools import cache, lru_cache
 
 log = logging.getLogger("rota.metrics")
 
@@ -65,12 +66,16 @@ class Metric:
         """The ``le`` of the bucket ``value`` falls in (``+Inf`` for a counter)."""
         if self.kind is Kind.COUNTER:
             return "+Inf"
-        i = bisect.bisect_left(self.buckets, value)
-        return format_le(self.buckets[i]) if i < len(self.buckets) else "+Inf"
+        return self.les()[bisect.bisect_left(self.buckets, value)]
 
     def les(self) -> list[str]:
         """Every bucket bound in order, ``+Inf`` last."""
-        return [*(format_le(b) for b in self.buckets), "+Inf"]
+        return _les(self.buckets)
+
+
+@cache
+def _les(buckets: tuple[float, ...]) -> list[str]:
+    return [*(format_le(b) for b in buckets), "+Inf"]
 
 
 def format_le(bound: float) -> str:
@@ -152,6 +157,12 @@ BY_NAME: Mapping[str, Metric] = {m.name: m for m in STORED_METRICS}
 
 def encode_labels(values: Iterable[str]) -> str:
     """The label values in the metric's label order, as stored (compact JSON)."""
+    key = values if isinstance(values, tuple) else tuple(values)
+    return _encoded(key)
+
+
+@lru_cache(maxsize=4096)  # label sets are few (job types, schedules, states): encode once
+def _encoded(values: tuple[str, ...]) -> str:
     return json.dumps([str(v) for v in values], separators=(",", ":"), ensure_ascii=False)
 
 

@@ -115,8 +115,11 @@
   // p50 and p95 per minute over the last hour, as two polylines.
   function chart(summary, nowIso) {
     const width = 260, height = 56, pad = 2;
-    const end = Date.parse(nowIso), start = end - 3600 * 1000;
     const points = (summary && summary.series) || [];
+    // The last hour, or less when the data is younger: a short history stays readable.
+    const end = Date.parse(nowIso);
+    const first = points.length ? Date.parse(points[0].minute) : end;
+    const start = Math.max(end - 3600 * 1000, Math.min(first - 60 * 1000, end - 5 * 60 * 1000));
     let top = 0;
     for (const p of points) top = Math.max(top, p.p95 || 0, p.p50 || 0);
     const box = svg("svg", { class: "chart", width: width, height: height + 12,
@@ -135,7 +138,7 @@
       box.append(svg("polyline", { class: key, points: coords, fill: "none", "stroke-width": 1.5 }));
     }
     box.append(svg("text", { x: 2, y: 9 }, seconds(top)));
-    box.append(svg("text", { x: 2, y: height + 11 }, "−60 min"));
+    box.append(svg("text", { x: 2, y: height + 11 }, "−" + Math.round((end - start) / 60000) + " min"));
     box.append(svg("text", { x: width - 22, y: height + 11 }, "now"));
     return box;
   }
@@ -152,7 +155,7 @@
         el("th", { colspan: 1 }, "pool " + pool.pool),
         el("td", { colspan: 5, class: "muted" },
           "oldest runnable: ", el("span", { class: pool.oldest_runnable_age_seconds > 60 ? "warn" : "" },
-            seconds(pool.oldest_runnable_age_seconds)),
+            pool.oldest_runnable_age_seconds > 0 ? seconds(pool.oldest_runnable_age_seconds) : "nothing due waits"),
           " · stuck RUNNING (lease expired, not swept): ",
           el("span", { class: pool.stuck_running ? "bad" : "" }, pool.stuck_running))));
       for (const t of pool.job_types) {
