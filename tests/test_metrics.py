@@ -217,3 +217,27 @@ def test_a_failed_flush_keeps_its_deltas(engine: Engine, tmp_path: Path) -> None
     assert value(s, "rota_queue_wait_seconds_count", job_type="t") == 2
     assert value(s, "rota_queue_wait_seconds_bucket", job_type="t", le="0.25") == 2
     assert value(s, "rota_queue_wait_seconds_bucket", job_type="t", le="0.1") == 0
+
+
+def test_observations_made_in_other_transactions_count_once(engine: Engine) -> None:
+    from rota.shared.queries.schedule_skips import SkipRecord, record_skips
+    from rota.shared.states import SkipReason
+
+    apply_schedule_file(engine, load_schedule_text(SCHEDULES, "s.yaml"))
+    with engine.begin() as conn:
+        now = database_now(conn)
+        record_skips(conn, [SkipRecord("skipper", SkipReason.OVERLAP, now, now, 3)])
+    with engine.begin() as conn:
+        record_skips(conn, [SkipRecord("skipper", SkipReason.OVERLAP, now, now, 2)])
+        conn.rollback()  # a rolled-back transaction counts nothing
+    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+
+        def skipped() -> float:
+            s = samples(client.get("/metrics").text)
+            return value(s, "rota_schedule_skipped_total", schedule="skipper", reason="overlap")
+
+        assert skipped() == 3  # still in the inbox: read from there
+        assert MetricsFlusher(engine, MetricsRecorder()).flush_once() == 1
+        assert skipped() == 3  # folded into the totals, counted once
+        assert MetricsFlusher(engine, MetricsRecorder()).flush_once() == 0
+        assert skipped() == 3

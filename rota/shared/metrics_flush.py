@@ -5,12 +5,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
+from datetime import datetime
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
-from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MINUTES_KEPT, MetricsRecorder
+from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MINUTES_KEPT, Deltas, MetricsRecorder
 from rota.shared.queries.jobs_read import database_now
-from rota.shared.queries.metrics import add_metric_deltas, cancel_deltas, prune_minutes
+from rota.shared.queries.metrics import (
+    add_aggregates,
+    cancel_deltas,
+    drain_inbox,
+    minute_of,
+    prune_minutes,
+)
 
 log = logging.getLogger("rota.metrics")
 
@@ -52,23 +60,36 @@ class MetricsFlusher:
                 log.warning("could not write metrics, will retry: %s", exc)
 
     def flush_once(self) -> int:
-        """Write what was observed since the last flush; returns how many rows it added to."""
+        """Write what was observed since the last flush, and fold in what other
+        transactions appended to the inbox; returns how many observations' rows it added to.
+        """
         with self._lock:
             deltas, cancelled = self._recorder.take()
-            if not deltas and not cancelled and not self._prune_due():
-                return 0
             try:
                 with self._engine.begin() as conn:
-                    cancel_deltas(conn, cancelled, deltas)
-                    now = database_now(conn)
-                    add_metric_deltas(conn, deltas, now=now)
-                    if self._prune_due():
-                        prune_minutes(conn, now - MINUTES_KEPT)
-                        self._pruned_at = time.monotonic()
+                    written = self._write(conn, deltas, cancelled)
             except BaseException:
-                self._recorder.put_back(deltas, cancelled)
+                self._recorder.put_back(deltas, cancelled)  # the inbox rows stay: rolled back
                 raise
-            return len(deltas)
+            return written
+
+    def _write(self, conn: Connection, own: Deltas, cancelled: list[uuid.UUID]) -> int:
+        deltas: Deltas = {k: list(v) for k, v in own.items()}
+        cancel_deltas(conn, cancelled, deltas)
+        now = database_now(conn)
+        minutes: dict[datetime, Deltas] = {minute_of(now): {k: list(v) for k, v in deltas.items()}}
+        totals: Deltas = {k: list(v) for k, v in deltas.items()}
+        events = drain_inbox(conn)
+        for e in events:
+            for target in (totals, minutes.setdefault(e.minute, {})):
+                cell = target.setdefault(e.key, [0.0, 0.0])
+                cell[0] += e.n
+                cell[1] += e.total
+        add_aggregates(conn, totals, minutes)
+        if self._prune_due():
+            prune_minutes(conn, now - MINUTES_KEPT)
+            self._pruned_at = time.monotonic()
+        return len(deltas) + len(events)
 
     def _prune_due(self) -> bool:
         return time.monotonic() - self._pruned_at >= PRUNE_EVERY_SECONDS

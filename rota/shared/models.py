@@ -299,12 +299,33 @@ metric_minutes = Table(
     Column("total", Float, nullable=False),
 )
 
+# Observations written inside another transaction (a cancel, a skipped occurrence):
+# appended here, never upserted there, so they take no lock another transaction
+# could wait on; the flushers fold them into the two tables above.
+metric_inbox = Table(
+    "metric_inbox",
+    metadata,
+    Column(
+        "inbox_id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column("minute", UTCDateTime(), nullable=False),
+    Column("metric", String(100), nullable=False),
+    Column("labels", String(1000), nullable=False),
+    Column("le", String(32), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("total", Float, nullable=False),
+)
+
 __all__ = [
     "db_now",
     "job_attempts",
     "job_types",
     "jobs",
     "metadata",
+    "metric_inbox",
     "metric_minutes",
     "metric_totals",
     "schedule_skips",

@@ -7,6 +7,9 @@
   did the work.
 * ``metric_minutes``: the same deltas per minute, kept about two hours, for
   the dashboard's last-hour charts and percentiles.
+* ``metric_inbox``: observations made inside another transaction (a cancel, a
+  skipped occurrence) are appended here, taking no lock on shared rows; the
+  flushers fold them into the two tables above.
 * ``ix_jobs_state`` gains ``job_type``, ``run_after`` and ``pool``: the same
   rows (unfinished jobs) and the same number of index writes, but the
   ``rota_jobs`` gauge is counted from the index alone, and the oldest waiting
@@ -62,6 +65,18 @@ def upgrade() -> None:
             "minute", "metric", "labels", "le", name=op.f("pk_metric_minutes")
         ),
     )
+    op.create_table(
+        "metric_inbox",
+        sa.Column(
+            "inbox_id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=True,
+            nullable=False,
+        ),
+        sa.Column("minute", sa.DateTime(timezone=True), nullable=False),
+        *_aggregate_columns(),
+        sa.PrimaryKeyConstraint("inbox_id", name=op.f("pk_metric_inbox")),
+    )
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_index("ix_jobs_state")
         batch_op.create_index(
@@ -80,5 +95,6 @@ def downgrade() -> None:
         batch_op.drop_index("ix_jobs_failed", **_partial(_FAILED))
         batch_op.drop_index("ix_jobs_state", **_partial(_UNFINISHED))
         batch_op.create_index("ix_jobs_state", ["state"], unique=False, **_partial(_UNFINISHED))
+    op.drop_table("metric_inbox")
     op.drop_table("metric_minutes")
     op.drop_table("metric_totals")

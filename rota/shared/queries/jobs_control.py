@@ -10,8 +10,8 @@ attempt budget (``attempt_count`` 0) and ``needs_reconcile`` cleared. Its
 ``job_attempts`` history stays, and ``lease_generation`` keeps counting up, so
 no write from an attempt before the replay can ever match again.
 
-A waiting job cancelled at once adds its cancel latency and end-to-end time
-to the metrics in the same transaction (``rota.shared.metrics``).
+A waiting job cancelled at once appends its cancel latency and end-to-end
+time to the metrics inbox in the same transaction (``rota.shared.metrics``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sqlalchemy import Connection, bindparam, text
 
 from rota.shared.metrics import CANCEL_LATENCY, END_TO_END, Deltas, delta
 from rota.shared.queries.jobs_notify import notify_claimable
-from rota.shared.queries.metrics import add_metric_deltas
+from rota.shared.queries.metrics import append_metric_events
 from rota.shared.queries.sqlparams import PG_NOW, SQLITE_NOW, bind_id, bind_now, is_pg
 from rota.shared.sqltime import read_utc
 from rota.shared.states import CLAIMABLE, JobState, sql_in
@@ -108,7 +108,7 @@ def _cancelled_at_once(
     delta(CANCEL_LATENCY, (job_type,), _seconds(finished_at, requested_at), deltas)
     lived = _seconds(finished_at, created_at)
     delta(END_TO_END, (job_type, JobState.CANCELLED.value), lived, deltas)
-    add_metric_deltas(conn, deltas, now=finished_at)
+    append_metric_events(conn, deltas, now=finished_at)
 
 
 def _seconds(end: datetime, start: datetime | None) -> float:

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, RowMapping, func, select
 
 from rota.shared.metrics import SCHEDULE_SKIPPED, Deltas, delta
 from rota.shared.models import schedule_skips
-from rota.shared.queries.metrics import add_metric_deltas
+from rota.shared.queries.metrics import append_metric_events
 from rota.shared.sqltime import db_now
 from rota.shared.states import SkipReason
 
@@ -37,16 +37,16 @@ class SkipRecord:
 def record_skips(conn: Connection, records: Sequence[SkipRecord]) -> None:
     """Append ledger rows (one multi-row INSERT), and count them in the metrics.
 
-    ``rota_schedule_skipped_total`` is added to in the same transaction, so
-    the counter and the ledger cannot disagree (coalesced ranges are counted
-    under their reason too).
+    ``rota_schedule_skipped_total`` is appended to in the same transaction
+    (``metric_inbox``, which locks nothing shared), so the counter and the
+    ledger cannot disagree (coalesced ranges are counted under their reason too).
     """
     if not records:
         return
     deltas: Deltas = {}
     for r in records:
         delta(SCHEDULE_SKIPPED, (r.schedule_name, SkipReason(r.reason).value), r.count, deltas)
-    add_metric_deltas(conn, deltas)
+    append_metric_events(conn, deltas)
     conn.execute(
         schedule_skips.insert().values(
             [
