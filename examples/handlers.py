@@ -10,14 +10,15 @@ import logging
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+import rota
 
 log = logging.getLogger("examples")
 
 DEMO_LOG = Path("rota-demo.log")
 
 
-def tick(ctx: Any) -> None:
+def tick(ctx: rota.JobContext) -> None:
     """Append one line per occurrence to rota-demo.log: proof that each ran once."""
     line = (
         f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%S.%fZ} {ctx.job_type} "
@@ -29,12 +30,11 @@ def tick(ctx: Any) -> None:
     log.info("tick for %s written to %s", ctx.scheduled_for, DEMO_LOG)
 
 
-def report(ctx: Any) -> None:
+def report(ctx: rota.JobContext) -> None:
     """A staged job: reports progress and stops at a checkpoint when cancelled."""
     total = int(ctx.args.get("rows", 5))
-    covers = getattr(ctx, "covers", None)
-    if covers is not None:
-        log.info("this run covers %s missed occurrences", covers.count)
+    if ctx.covers is not None:
+        log.info("this run covers %s missed occurrences", ctx.covers.count)
     for done in range(total):
         ctx.progress(stage="GENERATING", done=done, total=total)
         ctx.checkpoint()  # raises if the job was cancelled or the lease lost

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
 
 from rota.shared.config.model import JobTypeSpec
-from rota.shared.enqueue import UnknownJobType, enqueue
+from rota.shared.enqueue import JobRequest, UnknownJobType, enqueue, enqueue_many
 from rota.shared.models import jobs
 from rota.shared.queries.job_types import upsert_job_types
 
@@ -59,3 +62,84 @@ def test_dedup_key_returns_the_existing_job(with_job_type: Engine) -> None:
 def test_unknown_job_type_is_refused(engine: Engine) -> None:
     with pytest.raises(UnknownJobType, match="rota apply"), engine.begin() as conn:
         enqueue(conn, "nope")
+
+
+def test_enqueue_many_creates_all_in_order_and_dedups(with_job_type: Engine) -> None:
+    engine = with_job_type
+    with engine.begin() as conn:
+        first = enqueue(conn, "report", dedup_key="k-1")
+    requests = [
+        JobRequest("report", args={"i": 0}),
+        JobRequest("report", dedup_key="k-1"),  # exists already
+        JobRequest("report", dedup_key="k-2", priority=7),
+        JobRequest("report", dedup_key="k-2"),  # same key earlier in this call
+        JobRequest("report", tenant="acme", max_attempts=9),
+    ]
+    with engine.begin() as conn:
+        got = enqueue_many(conn, requests)
+    assert [g.created for g in got] == [True, False, True, False, True]
+    assert got[1].job_id == first.job_id
+    assert got[3].job_id == got[2].job_id
+    with engine.connect() as conn:
+        rows = {
+            r.job_id: r
+            for r in conn.execute(select(jobs.c.job_id, jobs.c.priority, jobs.c.max_attempts))
+        }
+    assert len(rows) == 4
+    assert rows[got[2].job_id].priority == 7
+    assert rows[got[4].job_id].max_attempts == 9
+    assert rows[got[0].job_id].max_attempts == 3  # the job type's
+
+
+def test_enqueue_many_with_a_session(with_job_type: Engine) -> None:
+    with Session(with_job_type) as session:
+        got = enqueue_many(session, [JobRequest("report"), JobRequest("report")])
+        session.commit()
+    assert len({g.job_id for g in got}) == 2
+    assert _count(with_job_type) == 2
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (JobRequest("report", args=[1, 2]), "args must be a JSON object"),  # type: ignore[arg-type]
+        (JobRequest("report", args={"a": float("nan")}), "JSON cannot represent"),
+        (JobRequest("report", args={1: "x"}), "keys must be strings"),  # type: ignore[dict-item]
+        (JobRequest("report", args={"a": object()}), "not JSON"),
+        (JobRequest("report", args={"a": 10**400}), "too large"),
+        (JobRequest("report", payload_ref="s3://x\x00y"), "NUL"),
+        (JobRequest("report", dedup_key="\ud800"), "lone surrogate"),
+        (JobRequest("report", dedup_key="k" * 401), "at most 400"),
+        (JobRequest("report", tenant="t" * 201), "at most 200"),
+        (JobRequest("report", priority=10**20), "between"),
+        (JobRequest("report", priority=True), "must be an integer"),
+        (JobRequest("report", max_attempts=0), "between 1 and"),
+        (JobRequest("report", run_after=datetime(2030, 1, 1)), "aware"),  # noqa: DTZ001
+    ],
+)
+def test_bad_values_are_refused_before_anything_is_written(
+    with_job_type: Engine, request_: JobRequest, message: str
+) -> None:
+    good = JobRequest("report", dedup_key="good")
+    with pytest.raises(ValueError, match=message), with_job_type.begin() as conn:
+        enqueue_many(conn, [good, request_])
+    assert _count(with_job_type) == 0
+
+
+def test_deeply_nested_args_are_refused(with_job_type: Engine) -> None:
+    deep: dict[str, object] = {}
+    cur = deep
+    for _ in range(10_000):
+        cur["a"] = {}
+        cur = cur["a"]  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="nested deeper"), with_job_type.begin() as conn:
+        enqueue(conn, "report", args=deep)
+
+
+def test_public_api_is_importable_from_rota() -> None:
+    import rota
+
+    for name in ("enqueue", "enqueue_many", "RetryableError", "PermanentError", "AmbiguousError"):
+        assert hasattr(rota, name)
+    assert rota.JobContext.__name__ == "JobContext"
+    assert rota.__version__.count(".") == 2

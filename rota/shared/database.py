@@ -99,6 +99,11 @@ def display_url(url: str | URL) -> str:
         parsed = url if isinstance(url, URL) else parse_url(url)
     except BadDatabaseSetting:
         return "<unparseable database URL>"
+    options = str(parsed.query.get("options", "") or "")
+    if _OPTIONS_SEARCH_PATH.search(options):  # shown as "schema NAME" where it matters
+        rest = _OPTIONS_SEARCH_PATH.sub("", options).strip()
+        query = {k: v for k, v in parsed.query.items() if k != "options"}
+        parsed = parsed.set(query={**query, **({"options": rest} if rest else {})})
     return parsed.render_as_string(hide_password=True)
 
 

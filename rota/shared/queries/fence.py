@@ -24,7 +24,7 @@ def lease_fence(
     """The fence on table alias ``j`` against a batch row (``b``) and the ``:owner`` parameter."""
     return (
         f"{j}.job_id = {job_id}"
-        f" AND {j}.lease_generation = {generation}"
-        f" AND {j}.lease_owner = {owner}"
-        f" AND {j}.state IN {LEASED_SQL}"
+        f"\n          AND {j}.lease_generation = {generation}"
+        f"\n          AND {j}.lease_owner = {owner}"
+        f"\n          AND {j}.state IN {LEASED_SQL}"
     )

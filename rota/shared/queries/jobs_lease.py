@@ -79,7 +79,7 @@ def _renew_set(j: str, now: str, expires: str) -> str:
 
 
 def _renew_fence(j: str, now: str) -> str:
-    return f"{lease_fence(j)} AND {j}.lease_expires_at > {now}"
+    return f"{lease_fence(j)}\n          AND {j}.lease_expires_at > {now}"
 
 
 @cache
