@@ -196,3 +196,33 @@ def test_rota_enqueue_exits_1_with_the_message(db_url: str, engine: Engine, tmp_
     assert "is refusing submissions: 1 waiting, max_queued 1" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_limits_hold_on_an_application_connection_to_another_schema(empty_pg_url: str) -> None:
+    from rota.migrations.runner import upgrade
+    from rota.shared.database import make_engine
+
+    rota_engine = make_engine(empty_pg_url, schema="rq")
+    app_engine = make_engine(empty_pg_url)  # the application's: it does not search "rq"
+    try:
+        upgrade(rota_engine)
+        store_types(
+            rota_engine,
+            job_type("t", max_queued=1),
+            job_type("old", max_queue_age=timedelta(minutes=1)),
+        )
+        with rota_engine.connect() as conn:
+            now = database_now(conn)
+        with app_engine.begin() as conn:
+            rota.enqueue(conn, "t", schema="rq")
+            rota.enqueue(conn, "old", run_after=now - timedelta(minutes=5), schema="rq")
+        with pytest.raises(rota.QueueFull) as full, app_engine.begin() as conn:
+            rota.enqueue(conn, "t", schema="rq")
+        assert full.value.reason == "max_queued"
+        with pytest.raises(rota.QueueFull) as old, app_engine.begin() as conn:
+            rota.enqueue(conn, "old", schema="rq")
+        assert old.value.reason == "max_queue_age"
+        assert count(rota_engine, "t") == 1 and count(rota_engine, "old") == 1
+    finally:
+        rota_engine.dispose()
+        app_engine.dispose()

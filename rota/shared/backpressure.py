@@ -68,17 +68,22 @@ class Submission:
     max_priority: int  # the largest priority number among them (the least urgent)
 
 
-def check_backpressure(conn: Connection, spec: JobTypeSpec, sub: Submission) -> None:
-    """Raise ``QueueFull`` if ``sub`` must be refused; cheap, and only for limited types."""
+def check_backpressure(
+    conn: Connection, spec: JobTypeSpec, sub: Submission, *, schema: str | None = None
+) -> None:
+    """Raise ``QueueFull`` if ``sub`` must be refused; cheap, and only for limited types.
+
+    ``schema``: rota's PostgreSQL schema, when ``conn`` does not search it.
+    """
     if not spec.has_limits or sub.count <= 0:
         return
     cap = None if spec.max_queued is None else 2 * spec.max_queued + sub.count
     pressure = queue_pressure(
-        conn, spec.name, count_cap=cap, age=spec.max_queue_age is not None
+        conn, spec.name, count_cap=cap, age=spec.max_queue_age is not None, schema=schema
     )
-    _check(conn, spec, sub, pressure, 1.0, "max_queued", "max_queue_age")
+    _check(conn, spec, sub, pressure, 1.0, ("max_queued", "max_queue_age"), schema)
     if spec.shed_below_priority is not None and sub.max_priority > spec.shed_below_priority:
-        _check(conn, spec, sub, pressure, SHED_AT, "shed", "shed")
+        _check(conn, spec, sub, pressure, SHED_AT, ("shed", "shed"), schema)
 
 
 def _check(
@@ -87,9 +92,10 @@ def _check(
     sub: Submission,
     p: QueuePressure,
     share: float,
-    count_reason: str,
-    age_reason: str,
+    reasons: tuple[str, str],
+    schema: str | None,
 ) -> None:
+    count_reason, age_reason = reasons
     shed = share < 1.0
     prefix = (
         f"priority {sub.max_priority} is below shed_below_priority {spec.shed_below_priority} "
@@ -102,33 +108,33 @@ def _check(
         if p.depth + sub.count > allowed:
             needed = p.depth + sub.count - allowed
             detail = f"{p.depth} waiting, max_queued {spec.max_queued}"
-            raise QueueFull(
-                spec.name, count_reason, prefix + detail, _retry_after(conn, spec.name, needed)
-            )
+            wait = _retry_after(conn, spec.name, needed, schema)
+            raise QueueFull(spec.name, count_reason, prefix + detail, wait)
     if spec.max_queue_age is not None:
         limit = spec.max_queue_age * share
         age = p.oldest_age_seconds
         if p.oldest_due is not None and age > limit.total_seconds():
-            needed = count_overdue(conn, spec.name, p.now - limit, OVERDUE_COUNT_CAP)
+            needed = count_overdue(
+                conn, spec.name, p.now - limit, OVERDUE_COUNT_CAP, schema=schema
+            )
             detail = (
                 f"the oldest waiting job is {age:.0f} s old, "
                 f"max_queue_age {spec.max_queue_age.total_seconds():g} s"
             )
-            raise QueueFull(
-                spec.name, age_reason, prefix + detail, _retry_after(conn, spec.name, needed)
-            )
+            wait = _retry_after(conn, spec.name, needed, schema)
+            raise QueueFull(spec.name, age_reason, prefix + detail, wait)
 
 
-def completion_rate(conn: Connection, job_type: str) -> float:
+def completion_rate(conn: Connection, job_type: str, schema: str | None = None) -> float:
     """Jobs of ``job_type`` that reached a terminal state per second, over ``RATE_WINDOW``."""
     now = database_now(conn)
-    rows = read_minutes(conn, now - RATE_WINDOW, [END_TO_END.name])
+    rows = read_minutes(conn, now - RATE_WINDOW, [END_TO_END.name], schema=schema)
     done = sum(int(r["n"]) for r in rows if decode_labels(r["labels"])[0] == job_type)
     return done / RATE_WINDOW.total_seconds()
 
 
-def _retry_after(conn: Connection, job_type: str, needed: int) -> int:
-    rate = completion_rate(conn, job_type)
+def _retry_after(conn: Connection, job_type: str, needed: int, schema: str | None) -> int:
+    rate = completion_rate(conn, job_type, schema)
     if rate <= 0:
         return DEFAULT_RETRY_AFTER
     return max(1, min(MAX_RETRY_AFTER, math.ceil(max(1, needed) / rate)))

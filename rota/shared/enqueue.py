@@ -168,7 +168,7 @@ def _refuse_past_limits(
         by_type.setdefault(j.job_type, []).append(j)
     for name, wanted in sorted(by_type.items()):
         sub = Submission(len(wanted), max(j.priority for j in wanted))
-        check_backpressure(conn, specs[name], sub)
+        check_backpressure(conn, specs[name], sub, schema=schema)
 
 
 def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int) -> NewJob:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, TextClause, text
 
 from rota.shared.queries.jobs_read import database_now
-from rota.shared.queries.sqlparams import bind_now
+from rota.shared.queries.sqlparams import bind_now, qualified
 from rota.shared.sqltime import read_utc
 from rota.shared.states import CLAIMABLE_SQL, LEASED_SQL, UNFINISHED_SQL, JobState
 
@@ -64,20 +65,29 @@ _STUCK = text(f"""
     GROUP BY pool
 """)
 
-# Waiting jobs of one type, counted up to :cap (the index range is read no further).
-_DEPTH = text(f"""
-    SELECT count(*) FROM (
-        SELECT 1 FROM jobs
-        WHERE state IN {UNFINISHED_SQL} AND state IN {CLAIMABLE_SQL} AND job_type = :job_type
-        LIMIT :cap
-    ) AS waiting
-""")
+# The backpressure statements run on the producer's own connection, which may
+# not search rota's schema: they name the table in it (``schema``).
 
-# The first entry of (state, job_type, run_after) for each waiting state: an index probe.
-_OLDEST_OF_TYPE = text(f"""
-    SELECT min(run_after) FROM jobs
-    WHERE state IN {UNFINISHED_SQL} AND state = :state AND job_type = :job_type
-""")
+
+@cache
+def _depth(schema: str | None) -> TextClause:
+    """Waiting jobs of one type, counted up to :cap (the index range is read no further)."""
+    return text(f"""
+        SELECT count(*) FROM (
+            SELECT 1 FROM {qualified("jobs", schema)}
+            WHERE state IN {UNFINISHED_SQL} AND state IN {CLAIMABLE_SQL} AND job_type = :job_type
+            LIMIT :cap
+        ) AS waiting
+    """)
+
+
+@cache
+def _oldest_of_type(schema: str | None) -> TextClause:
+    """The first entry of (state, job_type, run_after) for one waiting state: an index probe."""
+    return text(f"""
+        SELECT min(run_after) FROM {qualified("jobs", schema)}
+        WHERE state IN {UNFINISHED_SQL} AND state = :state AND job_type = :job_type
+    """)
 
 
 @dataclass(frozen=True)
@@ -124,19 +134,25 @@ class QueuePressure:
 
 
 def queue_pressure(
-    conn: Connection, job_type: str, *, count_cap: int | None, age: bool
+    conn: Connection,
+    job_type: str,
+    *,
+    count_cap: int | None,
+    age: bool,
+    schema: str | None = None,
 ) -> QueuePressure:
     """What backpressure needs of one job type: depth up to ``count_cap``, the oldest due job."""
     now = database_now(conn)
     depth = 0
     if count_cap is not None:
-        depth = int(conn.execute(_DEPTH, {"job_type": job_type, "cap": count_cap}).scalar_one())
+        params = {"job_type": job_type, "cap": count_cap}
+        depth = int(conn.execute(_depth(schema), params).scalar_one())
     oldest: datetime | None = None
     if age:
         for state in (JobState.QUEUED, JobState.RETRY_WAIT):
             value = read_utc(
                 conn.execute(
-                    _OLDEST_OF_TYPE, {"state": state.value, "job_type": job_type}
+                    _oldest_of_type(schema), {"state": state.value, "job_type": job_type}
                 ).scalar_one_or_none()
             )
             if value is not None and value <= now and (oldest is None or value < oldest):
@@ -144,18 +160,22 @@ def queue_pressure(
     return QueuePressure(depth, oldest, now)
 
 
-# Due waiting jobs of one type that became due before :before, counted up to :cap.
-_OVERDUE = text(f"""
-    SELECT count(*) FROM (
-        SELECT 1 FROM jobs
-        WHERE state IN {UNFINISHED_SQL} AND state IN {CLAIMABLE_SQL} AND job_type = :job_type
-          AND run_after < :before
-        LIMIT :cap
-    ) AS overdue
-""")
+@cache
+def _overdue(schema: str | None) -> TextClause:
+    """Due waiting jobs of one type that became due before :before, counted up to :cap."""
+    return text(f"""
+        SELECT count(*) FROM (
+            SELECT 1 FROM {qualified("jobs", schema)}
+            WHERE state IN {UNFINISHED_SQL} AND state IN {CLAIMABLE_SQL} AND job_type = :job_type
+              AND run_after < :before
+            LIMIT :cap
+        ) AS overdue
+    """)
 
 
-def count_overdue(conn: Connection, job_type: str, before: datetime, cap: int) -> int:
+def count_overdue(
+    conn: Connection, job_type: str, before: datetime, cap: int, *, schema: str | None = None
+) -> int:
     """Waiting jobs of ``job_type`` due before ``before`` (up to ``cap``): the age backlog."""
     params = {"job_type": job_type, "before": bind_now(conn, before), "cap": cap}
-    return int(conn.execute(_OVERDUE, params).scalar_one())
+    return int(conn.execute(_overdue(schema), params).scalar_one())

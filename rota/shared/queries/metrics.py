@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from rota.shared.metrics import CANCEL_LATENCY, END_TO_END, Deltas, Key, delta
 from rota.shared.models import jobs, metric_inbox, metric_minutes, metric_totals
 from rota.shared.queries.jobs_read import database_now
+from rota.shared.queries.sqlparams import in_schema
 from rota.shared.sqltime import db_now
 from rota.shared.states import JobState
 
@@ -200,7 +201,11 @@ def read_totals(conn: Connection) -> Sequence[RowMapping]:
 
 
 def read_minutes(
-    conn: Connection, since: datetime, metrics: Sequence[str] | None = None
+    conn: Connection,
+    since: datetime,
+    metrics: Sequence[str] | None = None,
+    *,
+    schema: str | None = None,
 ) -> Sequence[RowMapping]:
     """Per-minute rows from ``since`` on, the inbox's included (a minute may repeat)."""
     parts = []
@@ -211,7 +216,7 @@ def read_minutes(
         if metrics is not None:
             stmt = stmt.where(table.c.metric.in_(list(metrics)))
         parts.append(stmt)
-    return conn.execute(union_all(*parts)).mappings().all()
+    return conn.execute(union_all(*parts), execution_options=in_schema(schema)).mappings().all()
 
 
 def prune_minutes(conn: Connection, before: datetime) -> int:
