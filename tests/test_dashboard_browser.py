@@ -118,6 +118,35 @@ def test_the_page_shows_jobs_and_replays_a_failed_one(engine: Engine, page: Page
         assert page.evaluate("window.__xss") is None
 
 
+def test_a_schedule_page_shows_its_skip_ledger_and_pause_works(engine: Engine, page: Page) -> None:
+    from rota.scheduler.apply import apply_schedule_file
+    from rota.scheduler.schedule_file.loader import load_schedule_text
+    from rota.shared.queries.jobs_read import database_now
+    from rota.shared.queries.schedule_skips import SkipRecord, record_skips
+    from rota.shared.states import SkipReason
+
+    text = (
+        "job_types:\n  t: {handler: 'm:f'}\n"
+        "schedules:\n  '<i>nightly</i>': {job_type: t, cron: '0 2 * * *'}\n"
+    )
+    apply_schedule_file(engine, load_schedule_text(text, "s.yaml"))
+    with engine.begin() as conn:
+        now = database_now(conn)
+        record_skips(conn, [SkipRecord("<i>nightly</i>", SkipReason.MISFIRE, now, now, 4)])
+    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+        page.goto(base + "/#/schedules")
+        row = page.locator("#schedules tr", has_text="<i>nightly</i>")
+        expect(row).to_contain_text("misfire 4")
+        row.get_by_role("button", name="pause").click()
+        expect(page.locator("#notice")).to_contain_text("pause <i>nightly</i> done")
+        assert client.get("/schedules/%3Ci%3Enightly%3C%2Fi%3E").json()["paused"] is True
+        row.get_by_role("link", name="<i>nightly</i>").click()
+        expect(page.locator("#schedule h2")).to_have_text("Schedule <i>nightly</i>")
+        expect(page.locator("#schedule")).to_contain_text("paused since")
+        expect(page.locator("#schedule table")).to_contain_text("misfire")
+        assert page.locator("#schedule i").count() == 0
+
+
 def test_the_page_asks_for_the_token_and_then_works(engine: Engine, page: Page) -> None:
     store_types(engine, job_type("t"))
     with running_api(engine, token="let-me-in") as base:

@@ -186,7 +186,8 @@
       const skips = Object.entries(s.skipped_by_reason).map(([r, n]) => r + " " + n).join(", ");
       const base = "/schedules/" + encodeURIComponent(s.name);
       return el("tr", {},
-        el("td", {}, s.name, el("div", { class: "muted" }, s.rule + " (" + s.timezone + ")")),
+        el("td", {}, el("a", { href: "#/schedules/" + encodeURIComponent(s.name) }, s.name),
+          el("div", { class: "muted" }, s.rule + " (" + s.timezone + ")")),
         el("td", { class: state === "active" ? "ok" : "warn" }, state),
         el("td", {}, when(s.next_fire_at), el("div", { class: "muted" }, s.next_fire_at ? ago(s.next_fire_at, data.now) : "")),
         el("td", {}, when(s.last_fire_at), el("div", {}, s.last_job_id ? jobLink(s.last_job_id) : "")),
@@ -347,6 +348,23 @@
     return [el("section", { id: "job" }, parts)];
   }
 
+  async function scheduleView(name) {
+    const s = await api("/schedules/" + encodeURIComponent(name));
+    const nowIso = new Date().toISOString();
+    const rows = s.skip_ledger.slice().reverse().map((k) => el("tr", {},
+      el("td", {}, when(k.recorded_at)), el("td", {}, k.reason), num(k.count),
+      el("td", {}, when(k.first) + " … " + when(k.last)), el("td", {}, k.job_id ? jobLink(k.job_id) : "–")));
+    const fields = [["rule", s.rule + " (" + s.timezone + ")"], ["job type", s.job_type],
+      ["state", s.removed ? "removed" : s.paused ? "paused since " + when(s.paused_at) : "active"],
+      ["next fire", when(s.next_fire_at) + (s.next_fire_at ? " (" + ago(s.next_fire_at, nowIso) + ")" : "")],
+      ["last fire", when(s.last_fire_at)], ["misfire / overlap", s.misfire + " / " + s.overlap],
+      ["skipped", String(s.skipped_count)], ["coalesced", String(s.coalesced_count)]];
+    return [el("section", { id: "schedule" }, el("h2", {}, "Schedule " + s.name),
+      el("dl", { class: "fields" }, fields.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
+      el("h3", {}, "Skip ledger (newest first)"),
+      table(["recorded", "reason", "#occurrences", "range", "covered by"], rows, "nothing skipped"))];
+  }
+
   async function sectionView(name) {
     const data = await api("/dashboard/data");
     if (name === "schedules") return [schedulesTable(data)];
@@ -359,6 +377,7 @@
     const route = location.hash.replace(/^#\/?/, "");
     if (route.startsWith("jobs/")) return jobView(decodeURIComponent(route.slice(5)));
     if (route === "jobs") return jobsView();
+    if (route.startsWith("schedules/")) return scheduleView(decodeURIComponent(route.slice(10)));
     if (["schedules", "failed", "workers"].includes(route)) return sectionView(route);
     return overview();
   }
