@@ -1,4 +1,8 @@
-"""``rota serve`` and ``rota run``'s built-in server, as real processes."""
+"""``rota serve`` and ``rota run``'s built-in server, as real processes.
+
+The API itself is tested on both backends (``test_api.py``); here the backend
+matters only for ``rota serve`` with a token, the rest runs on SQLite.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rota.migrations.runner import upgrade
+from rota.shared.database import make_engine
 from tests.api_support import rota_cmd, wait_healthy
 from tests.executor_support import REPO_ROOT, subprocess_env, wait_for
 
@@ -76,14 +82,23 @@ def test_serve_without_a_token_binds_only_loopback(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
 
 
-def test_serve_reports_a_busy_port_in_one_line(db_url: str, tmp_path: Path) -> None:
+def sqlite_url(tmp_path: Path) -> str:
+    """A migrated SQLite file: the process tests of what does not depend on the backend."""
+    url = f"sqlite:///{tmp_path / 'rota.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def test_serve_reports_a_busy_port_in_one_line(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         r = subprocess.run(
             rota_cmd("serve", "--port", str(port)),
-            env=subprocess_env(db_url),
+            env=subprocess_env(sqlite_url(tmp_path)),
             capture_output=True,
             text=True,
         )
@@ -118,12 +133,12 @@ schedules: {}
 
 
 @pytest.mark.slow
-def test_rota_run_serves_the_api_by_default(db_url: str, tmp_path: Path) -> None:
+def test_rota_run_serves_the_api_by_default(tmp_path: Path) -> None:
     (tmp_path / "schedules.yaml").write_text(SCHEDULE)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = subprocess_env(db_url)
+    env = subprocess_env(sqlite_url(tmp_path))
     env["PYTHONPATH"] = str(REPO_ROOT)
     with process(rota_cmd("run", "--serve-port", str(port)), env, tmp_path) as (proc, _):
         base = f"http://127.0.0.1:{port}"
@@ -143,11 +158,9 @@ def test_rota_run_serves_the_api_by_default(db_url: str, tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_rota_run_goes_on_without_serving_when_the_port_is_busy(
-    db_url: str, tmp_path: Path
-) -> None:
+def test_rota_run_goes_on_without_serving_when_the_port_is_busy(tmp_path: Path) -> None:
     (tmp_path / "schedules.yaml").write_text(SCHEDULE)
-    env = subprocess_env(db_url)
+    env = subprocess_env(sqlite_url(tmp_path))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -176,13 +189,13 @@ def test_rota_run_goes_on_without_serving_when_the_port_is_busy(
 
 
 @pytest.mark.slow
-def test_rota_run_no_serve_binds_nothing(db_url: str, tmp_path: Path) -> None:
+def test_rota_run_no_serve_binds_nothing(tmp_path: Path) -> None:
     (tmp_path / "schedules.yaml").write_text(SCHEDULE)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     args = rota_cmd("run", "--no-serve", "--serve-port", str(port))
-    with process(args, subprocess_env(db_url), tmp_path) as (_, out):
+    with process(args, subprocess_env(sqlite_url(tmp_path)), tmp_path) as (_, out):
         wait_for(lambda: "event=run_started" in out.text(), timeout=60, what="run to start")
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"http://127.0.0.1:{port}/healthz")
