@@ -13,6 +13,10 @@ The public API, for applications that create jobs and write handlers::
         ...
         raise rota.RetryableError("UPSTREAM_503")        # or PermanentError / AmbiguousError
 
+``enqueue`` raises ``rota.QueueFull`` (with ``retry_after`` seconds) when the job
+type's backpressure limits (``max_queued``, ``max_queue_age``,
+``shed_below_priority``) refuse the submission; nothing is created then.
+
 Everything under ``rota.*`` other than the names below is internal and may change.
 """
 
@@ -26,7 +30,14 @@ from rota.executor.errors import (
     PermanentError,
     RetryableError,
 )
-from rota.shared.enqueue import Enqueued, JobRequest, UnknownJobType, enqueue, enqueue_many
+from rota.shared.enqueue import (
+    Enqueued,
+    JobRequest,
+    QueueFull,
+    UnknownJobType,
+    enqueue,
+    enqueue_many,
+)
 from rota.shared.version import __version__
 
 __all__ = [
@@ -38,6 +49,7 @@ __all__ = [
     "JobInterrupted",
     "JobRequest",
     "PermanentError",
+    "QueueFull",
     "RetryableError",
     "UnknownJobType",
     "__version__",

@@ -491,7 +491,8 @@ def test_schedule_problem(body: str, expected: str) -> None:
         (
             "{handler: 'm:f', retries: 3}",
             "f.yaml:2: job type 'w': unknown key 'retries' (expected one of: handler, command,"
-            " pool, timeout, lease, max_attempts, backoff, idempotent, reconcile, priority)",
+            " pool, timeout, lease, max_attempts, backoff, idempotent, reconcile, priority,"
+            " max_queued, max_queue_age, shed_below_priority)",
         ),
     ],
 )

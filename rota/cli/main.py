@@ -39,6 +39,7 @@ COMMANDS = (
     "check",
     "preview",
     "run",
+    "serve",
     "workers",
 )
 

@@ -34,12 +34,15 @@ from rota.executor.identity import new_worker_id
 from rota.executor.jobtypes import JobTypeCache
 from rota.executor.lease import HeldJob, StopReason
 from rota.executor.listener import Listener
+from rota.executor.metrics import observe_claim, observe_swept, observe_written
 from rota.executor.runner import run_held_job
 from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
 from rota.executor.writer import OutcomeWriter
 from rota.shared.events import emit
 from rota.shared.liveness import Liveness
+from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MetricsRecorder
+from rota.shared.metrics_flush import MetricsFlusher
 from rota.shared.queries.jobs_lease import Swept, sweep_expired_leases
 from rota.shared.queries.jobs_notify import notify_claimable
 from rota.shared.queries.jobs_outcome import Finish
@@ -77,6 +80,7 @@ class Executor:
         worker_id: str | None = None,
         rng: random.Random | None = None,
         liveness_interval: float = DEFAULT_INTERVAL_SECONDS,
+        metrics_interval: float = DEFAULT_FLUSH_SECONDS,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -104,6 +108,8 @@ class Executor:
         self._draining = False
         self._started = False
         self.claim_rounds = 0  # claim statements run so far (tests wait on it)
+        self.metrics = MetricsRecorder()  # in memory; flushed once per interval
+        self._metrics_flusher = MetricsFlusher(engine, self.metrics, metrics_interval)
         # One held connection per loop; on SQLite they queue on one process lock.
         sqlite_lock = threading.Lock()
         self._claim_db = LoopConnection(engine, sqlite_lock)
@@ -153,6 +159,7 @@ class Executor:
         self._heartbeat.start()
         if self._listener is not None:
             self._listener.start()
+        self._metrics_flusher.start()
         emit(
             log,
             "executor_started",
@@ -235,6 +242,7 @@ class Executor:
         self.liveness.unwatch("heartbeat")
         self._registration.stop(self._claim_db.statement)
         self._writer.stop(timeout=0.0)
+        self._metrics_flusher.stop()
         if self._listener is not None:
             self._listener.stop()
         for _ in self._slot_threads:
@@ -281,6 +289,7 @@ class Executor:
                 attempt=c.attempt,
             )
             self._slots.put(held)
+            observe_claim(self.metrics, c)
         return len(claimed)
 
     def sweep_once(self, now: datetime | None = None) -> list[Swept]:
@@ -303,6 +312,7 @@ class Executor:
                 state=s.state,
                 attempt_count=s.attempt_count,
             )
+        observe_swept(self.metrics, swept)
         return swept
 
     def heartbeat_once(self, now: datetime | None = None) -> int:
@@ -323,6 +333,10 @@ class Executor:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.01)
+
+    def flush_metrics(self) -> int:
+        """Write the metrics observed so far now (the flusher does this every interval)."""
+        return self._metrics_flusher.flush_once()
 
     def held_jobs(self) -> list[HeldJob]:
         with self._held_lock:
@@ -411,6 +425,7 @@ class Executor:
 
     def _on_written(self, held: HeldJob, finish: Finish, state: JobState | None) -> None:
         self._forget(held)
+        observe_written(self.metrics, held, finish, state)
         c = held.claimed
         if state is None:
             emit(

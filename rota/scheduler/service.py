@@ -33,6 +33,8 @@ from rota.scheduler.wakeup import Wakeup
 from rota.shared.events import emit
 from rota.shared.identity import new_worker_id
 from rota.shared.liveness import Liveness
+from rota.shared.metrics import MetricsRecorder
+from rota.shared.metrics_flush import MetricsFlusher
 from rota.shared.queries.schedules import CursorMoved, earliest_next_fire
 from rota.shared.registry import DEFAULT_INTERVAL_SECONDS, Registration
 from rota.shared.states import WorkerKind
@@ -74,6 +76,7 @@ class SchedulerService:
             WorkerKind.SCHEDULER, self.worker_id, interval_seconds=liveness_interval
         )
         self._looping = False  # run() is on: passes count for liveness and the registry
+        self.metrics = MetricsRecorder()  # scheduler delay; flushed by run() once per interval
 
     def run_once(
         self, now: datetime | None = None, stop: threading.Event | None = None
@@ -88,6 +91,7 @@ class SchedulerService:
                     now=now,
                     max_schedules=self.batch_schedules,
                     max_jobs=self.batch_jobs,
+                    metrics=self.metrics,
                 )
             log_events()
             total.add(result)
@@ -120,6 +124,8 @@ class SchedulerService:
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set."""
         wakeup = Wakeup(self.engine)
+        flusher = MetricsFlusher(self.engine, self.metrics)
+        flusher.start()
         emit(log, "scheduler_started", worker_id=self.worker_id)
         self._registration.start(self.engine.begin)
         interval = self._registration.interval
@@ -145,6 +151,7 @@ class SchedulerService:
             self._looping = False
             self.liveness.unwatch("tick")
             wakeup.close()
+            flusher.stop()
             self._registration.stop(self.engine.begin)
             emit(log, "scheduler_stopped", worker_id=self.worker_id)
 

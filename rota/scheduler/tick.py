@@ -24,6 +24,7 @@ from rota.scheduler.misfire import Plan, PlannedJob, PlannedSkip, plan_due
 from rota.scheduler.overlap import decide_overlap
 from rota.shared.config.model import JobTypeSpec, OverlapPolicy, ScheduleSpec
 from rota.shared.events import emit
+from rota.shared.metrics import SCHEDULER_DELAY, MetricsRecorder
 from rota.shared.queries.job_types import load_job_types
 from rota.shared.queries.jobs_control import request_cancel
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
@@ -98,11 +99,13 @@ def materialize_batch(
     max_jobs: int = DEFAULT_BATCH_JOBS,
     names: Sequence[str] | None = None,
     skip_reason: SkipReason = SkipReason.MISFIRE,
+    metrics: MetricsRecorder | None = None,
 ) -> tuple[TickResult, Callable[[], None]]:
     """Handle one batch of due schedules inside ``conn``'s transaction.
 
     Returns what was done and a function that logs its events (call it after
-    the commit).
+    the commit); it also records each created occurrence's scheduler delay
+    (created minus scheduled instant) in ``metrics``.
     """
     due, clock = lock_due_schedules(conn, now, max_schedules, names)
     result = TickResult(batches=1)
@@ -172,6 +175,11 @@ def materialize_batch(
     result.coalesced = sum(s.count for s in work.skips if s.reason is SkipReason.COALESCED)
 
     def log_events() -> None:
+        if metrics is not None:
+            for job in work.jobs:
+                if job.job_id in inserted and job.scheduled_for is not None:
+                    late = (clock - job.scheduled_for).total_seconds()
+                    metrics.observe(SCHEDULER_DELAY, (str(job.schedule_name),), late)
         for name, level, fields in work.events:
             emit(log, name, level, **fields)
         if log.isEnabledFor(logging.INFO):  # one event per occurrence, built only when logged

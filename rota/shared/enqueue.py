@@ -16,6 +16,11 @@ Every value is checked before anything is written (``rota.shared.values``): a
 bad one raises ``ValueError`` naming the field and the request's position,
 and nothing of the batch is inserted.
 
+A job type that sets ``max_queued``, ``max_queue_age`` or ``shed_below_priority``
+refuses submissions past its limits with ``QueueFull`` (``rota.QueueFull``;
+``retry_after`` says when to try again), and nothing of the batch is inserted
+(``rota.shared.backpressure``).
+
 ``schema``: when rota lives in its own PostgreSQL schema (``rota --schema``)
 and ``conn`` is the application's connection, name that schema here.
 """
@@ -31,7 +36,8 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN
+from rota.shared.backpressure import QueueFull, Submission, check_backpressure
+from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, JobTypeSpec
 from rota.shared.queries.job_types import get_job_types
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
 from rota.shared.values import check_args, check_int, check_text
@@ -39,6 +45,9 @@ from rota.shared.values import check_args, check_int, check_text
 # Column widths of the jobs table (rota.shared.models).
 DEDUP_KEY_MAX = 400
 NAME_MAX = 200
+
+
+__all__ = ["Enqueued", "JobRequest", "QueueFull", "UnknownJobType", "enqueue", "enqueue_many"]
 
 
 class UnknownJobType(LookupError):
@@ -121,6 +130,7 @@ def enqueue_many(
         check_text("job_type", r.job_type, NAME_MAX)
     specs = get_job_types(connection, (r.job_type for r in wanted), schema=schema)
     new_jobs = [_new_job(r, specs, i, len(wanted)) for i, r in enumerate(wanted)]
+    _refuse_past_limits(connection, specs, new_jobs, schema)
     inserted = insert_jobs_or_skip(connection, new_jobs, schema=schema)
     keys = [
         (j.job_type, j.dedup_key)
@@ -136,6 +146,29 @@ def enqueue_many(
             assert j.dedup_key is not None, "an insert without a dedup key cannot conflict"
             results.append(Enqueued(existing[(j.job_type, j.dedup_key)], created=False))
     return results
+
+
+def _refuse_past_limits(
+    conn: Connection, specs: Mapping[str, JobTypeSpec], new_jobs: list[NewJob], schema: str | None
+) -> None:
+    """Backpressure (``rota.shared.backpressure``), for the job types that set a limit."""
+    limited = [j for j in new_jobs if specs[j.job_type].has_limits]
+    if not limited:
+        return
+    keys = [(j.job_type, j.dedup_key) for j in limited if j.dedup_key is not None]
+    existing = job_ids_by_dedup_keys(conn, keys, schema=schema) if keys else {}
+    by_type: dict[str, list[NewJob]] = {}
+    seen: set[tuple[str, str]] = set()
+    for j in limited:
+        if j.dedup_key is not None:
+            key = (j.job_type, j.dedup_key)
+            if key in existing or key in seen:
+                continue  # creates nothing: never refused
+            seen.add(key)
+        by_type.setdefault(j.job_type, []).append(j)
+    for name, wanted in sorted(by_type.items()):
+        sub = Submission(len(wanted), max(j.priority for j in wanted))
+        check_backpressure(conn, specs[name], sub, schema=schema)
 
 
 def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int) -> NewJob:

@@ -129,11 +129,24 @@ jobs = Table(
         sqlite_where=text("schedule_name IS NOT NULL"),
     ),
     # ...and unfinished jobs only (finished ones are most rows, rarely looked up by state).
+    # (0008) wide enough that the rota_jobs gauge is counted from the index alone,
+    # and the oldest waiting job of a type (max_queue_age) is one index probe.
     Index(
         "ix_jobs_state",
         "state",
+        "job_type",
+        "run_after",
+        "pool",
         postgresql_where=text(f"state IN {UNFINISHED_SQL}"),
         sqlite_where=text(f"state IN {UNFINISHED_SQL}"),
+    ),
+    # FAILED jobs wait for a person: the gauge and the dashboard's list (0008).
+    Index(
+        "ix_jobs_failed",
+        "job_type",
+        "pool",
+        postgresql_where=text("state = 'FAILED'"),
+        sqlite_where=text("state = 'FAILED'"),
     ),
     # "Does a keyed job wait?" before a lock-free claim: an index probe (0003).
     Index(
@@ -261,12 +274,60 @@ workers = Table(
     CheckConstraint("interval_seconds > 0", name="interval_positive"),
 )
 
+# Operations metrics (0008): cumulative buckets per (metric, labels, le), added to
+# by the processes that observe them (rota.shared.metrics), and the same deltas
+# per minute for the dashboard's last hour. A counter is one bucket, le "+Inf".
+metric_totals = Table(
+    "metric_totals",
+    metadata,
+    Column("metric", String(100), primary_key=True),
+    Column("labels", String(1000), primary_key=True),  # canonical JSON of the label values
+    Column("le", String(32), primary_key=True),  # the bucket's upper bound, as exposed
+    Column("n", BigInteger, nullable=False),  # observations in this bucket (not cumulative)
+    Column("total", Float, nullable=False),  # the sum of those observations
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+metric_minutes = Table(
+    "metric_minutes",
+    metadata,
+    Column("minute", UTCDateTime(), primary_key=True),
+    Column("metric", String(100), primary_key=True),
+    Column("labels", String(1000), primary_key=True),
+    Column("le", String(32), primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("total", Float, nullable=False),
+)
+
+# Observations written inside another transaction (a cancel, a skipped occurrence):
+# appended here, never upserted there, so they take no lock another transaction
+# could wait on; the flushers fold them into the two tables above.
+metric_inbox = Table(
+    "metric_inbox",
+    metadata,
+    Column(
+        "inbox_id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column("minute", UTCDateTime(), nullable=False),
+    Column("metric", String(100), nullable=False),
+    Column("labels", String(1000), nullable=False),
+    Column("le", String(32), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("total", Float, nullable=False),
+)
+
 __all__ = [
     "db_now",
     "job_attempts",
     "job_types",
     "jobs",
     "metadata",
+    "metric_inbox",
+    "metric_minutes",
+    "metric_totals",
     "schedule_skips",
     "schedules",
     "workers",

@@ -36,7 +36,7 @@ WHERE (r.concurrency_key IS NULL OR r.key_rn = 1)
         WHERE t.tenant = r.tenant AND t.state IN ('RUNNING', 'CANCEL_REQUESTED')))
 ORDER BY priority, run_after, created_at
 LIMIT :limit)
-RETURNING job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, last_error_code, tenant, concurrency_key, schedule_name, priority, run_after, created_at;
+RETURNING job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, last_error_code, tenant, concurrency_key, schedule_name, run_after, created_at, started_at, priority;
 
 INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
 SELECT j.job_id, j.attempt_count, j.lease_generation, j.lease_owner, j.started_at

@@ -41,6 +41,6 @@ SELECT EXISTS (
         INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
         SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
     )
-    SELECT keyed.waiting, claimed.job_id, claimed.job_type, claimed.pool, claimed.lease_generation, claimed.attempt_count, claimed.max_attempts, claimed.lease_seconds, claimed.idempotent, claimed.needs_reconcile, claimed.payload_ref, claimed.args, claimed.scheduled_for, claimed.covers_from, claimed.covers_count, claimed.last_error_code, claimed.tenant, claimed.concurrency_key, claimed.schedule_name
+    SELECT keyed.waiting, claimed.job_id, claimed.job_type, claimed.pool, claimed.lease_generation, claimed.attempt_count, claimed.max_attempts, claimed.lease_seconds, claimed.idempotent, claimed.needs_reconcile, claimed.payload_ref, claimed.args, claimed.scheduled_for, claimed.covers_from, claimed.covers_count, claimed.last_error_code, claimed.tenant, claimed.concurrency_key, claimed.schedule_name, claimed.run_after, claimed.created_at, claimed.started_at
     FROM keyed LEFT JOIN claimed ON TRUE
     ORDER BY claimed.priority, claimed.run_after, claimed.created_at;

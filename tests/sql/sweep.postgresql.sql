@@ -20,7 +20,8 @@ swept AS (
     lease_expires_at = NULL,
     updated_at = coalesce(CAST(:now AS timestamptz), now())
     WHERE job_id IN (SELECT job_id FROM expired) AND state IN ('RUNNING', 'CANCEL_REQUESTED') AND lease_expires_at <= coalesce(CAST(:now AS timestamptz), now())
-    RETURNING job_id, lease_generation, state, attempt_count, last_error_detail
+    RETURNING job_id, lease_generation, state, attempt_count, last_error_detail,
+              job_type, created_at, finished_at, cancel_requested_at
 ),
 closed AS (
     UPDATE job_attempts AS a

@@ -15,7 +15,8 @@ UPDATE jobs SET
     updated_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
 WHERE job_id IN (SELECT job_id FROM jobs WHERE state IN ('RUNNING', 'CANCEL_REQUESTED') AND lease_expires_at <= coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')) LIMIT 1000)
   AND state IN ('RUNNING', 'CANCEL_REQUESTED') AND lease_expires_at <= coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
-RETURNING job_id, lease_generation, state, attempt_count, last_error_detail;
+RETURNING job_id, lease_generation, state, attempt_count, last_error_detail,
+              job_type, created_at, finished_at, cancel_requested_at;
 
 UPDATE job_attempts
 SET ended_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')), outcome = 'LEASE_EXPIRED', error_code = 'LEASE_EXPIRED'

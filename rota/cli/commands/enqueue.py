@@ -9,8 +9,14 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from rota.cli.common import UserError, add_config_option, add_db_option, open_database
-from rota.shared.enqueue import UnknownJobType, enqueue
+from rota.cli.common import (
+    RuntimeFailure,
+    UserError,
+    add_config_option,
+    add_db_option,
+    open_database,
+)
+from rota.shared.enqueue import QueueFull, UnknownJobType, enqueue
 from rota.shared.timefmt import parse_instant
 
 
@@ -75,5 +81,7 @@ def _enqueue(
         )
     except (UnknownJobType, ValueError) as exc:
         raise UserError(str(exc)) from None
+    except QueueFull as exc:  # backpressure: the job type's limits refuse it for now
+        raise RuntimeFailure(str(exc)) from None
     print(result.job_id)
     return 0

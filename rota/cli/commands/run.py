@@ -3,7 +3,9 @@
 Migrates the database, applies the schedule file (``schedules.yaml`` in the
 working directory by default), then runs one scheduler replica and one executor
 in this process until SIGTERM/SIGINT, when the executor drains and releases
-what is left and the scheduler stops. The executor serves every pool that a
+what is left and the scheduler stops. It also serves the API and dashboard
+(``rota serve``) on 127.0.0.1:8080 unless ``--no-serve``; a busy port is one
+log line, and ``rota run`` goes on without serving. The executor serves every pool that a
 stored job type names, unless ``--pools`` says otherwise.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from rota.cli.commands.executor import parse_pools
+from rota.cli.commands.serve import serve_in_background
 from rota.cli.common import (
     EXIT_OK,
     UserError,
@@ -72,6 +75,11 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
     )
+    p.add_argument(
+        "--no-serve", action="store_true", help="do not serve the API and dashboard (rota serve)"
+    )
+    p.add_argument("--serve-host", default="127.0.0.1", help="API address (default 127.0.0.1)")
+    p.add_argument("--serve-port", type=int, default=8080, help="API port (default 8080)")
     add_logging_options(p)
     add_health_options(p)
     p.set_defaults(func=run)
@@ -127,10 +135,15 @@ def run(args: argparse.Namespace) -> int:
             target=scheduler.run, args=(stop,), name="rota-scheduler", daemon=True
         )
         scheduler_thread.start()
+        server = None
+        if not args.no_serve:
+            server = serve_in_background(engine, args.serve_host, args.serve_port)
         try:
             executor.run(stop)
         finally:
             stop.set()
             scheduler_thread.join(timeout=10)
+            if server is not None:
+                server.stop()
         emit(log, "run_stopped")
     return EXIT_OK

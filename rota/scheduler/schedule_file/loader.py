@@ -73,6 +73,9 @@ OPTIONAL = frozenset(
         "reconcile",
         "handler",
         "command",
+        "max_queued",
+        "max_queue_age",
+        "shed_below_priority",
     }
 )
 
@@ -120,6 +123,9 @@ JOB_TYPE_FIELDS: dict[str, Parser] = {
     "idempotent": _simple(fields.boolean),
     "reconcile": _simple(fields.callable_path),
     "priority": _simple(fields.integer),
+    "max_queued": _simple(lambda n: fields.integer(n, minimum=1)),
+    "max_queue_age": _simple(lambda n: fields.duration(n, positive=True)),
+    "shed_below_priority": _simple(fields.integer),
 }
 
 
@@ -338,6 +344,13 @@ def _job_type(e: Entry, report: Report) -> JobTypeSpec | None:
     backoff = Backoff(**values.pop("backoff").value) if "backoff" in values else Backoff()
     if backoff.base > backoff.max:
         report.add(present["backoff"], f"{owner}, backoff: base is longer than max")
+    limited = "max_queued" in values or "max_queue_age" in values
+    if "shed_below_priority" in values and not limited:
+        report.add(
+            present["shed_below_priority"],
+            f"{owner}, shed_below_priority: needs max_queued or max_queue_age "
+            "(shedding starts at half of a limit)",
+        )
     if len(report.problems) > before:
         return None
     return JobTypeSpec(name=e.key, backoff=backoff, **{k: g.value for k, g in values.items()})

@@ -99,8 +99,28 @@ class JobTypeSpec:
     idempotent: bool = True
     reconcile: str | None = None  # "module:function", callable(ctx) -> bool (True: already done)
     priority: int = 0  # 0 runs first; larger numbers wait behind smaller ones
+    # Backpressure (rota.shared.enqueue): producers are refused past these limits.
+    max_queued: int | None = None  # jobs waiting in QUEUED or RETRY_WAIT
+    max_queue_age: timedelta | None = None  # age of the oldest job waiting while due
+    shed_below_priority: int | None = None  # priority numbers above this are refused first
 
     def to_json(self) -> dict[str, Any]:
+        data = self._core_json()
+        # Written only when set: a definition stored before these fields existed
+        # reads back equal, and stays byte-for-byte the same.
+        if self.max_queued is not None:
+            data["max_queued"] = self.max_queued
+        if self.max_queue_age is not None:
+            data["max_queue_age"] = format_duration(self.max_queue_age)
+        if self.shed_below_priority is not None:
+            data["shed_below_priority"] = self.shed_below_priority
+        return data
+
+    @property
+    def has_limits(self) -> bool:
+        return self.max_queued is not None or self.max_queue_age is not None
+
+    def _core_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "handler": self.handler,
@@ -136,6 +156,15 @@ class JobTypeSpec:
             idempotent=bool(data.get("idempotent", True)),
             reconcile=data.get("reconcile"),
             priority=int(data.get("priority", 0)),
+            max_queued=int(data["max_queued"]) if data.get("max_queued") is not None else None,
+            max_queue_age=(
+                parse_duration(data["max_queue_age"]) if data.get("max_queue_age") else None
+            ),
+            shed_below_priority=(
+                int(data["shed_below_priority"])
+                if data.get("shed_below_priority") is not None
+                else None
+            ),
         )
 
 

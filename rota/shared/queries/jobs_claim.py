@@ -70,7 +70,7 @@ _TL = "CAST(:tenant_limit AS integer)"
 _RETURNED = (
     "job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, "
     "idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, "
-    "last_error_code, tenant, concurrency_key, schedule_name"
+    "last_error_code, tenant, concurrency_key, schedule_name, run_after, created_at, started_at"
 )
 
 
@@ -96,6 +96,10 @@ class ClaimedJob:
     tenant: str | None
     concurrency_key: str | None
     schedule_name: str | None = None  # for the handler's log lines
+    # For the metrics (queue wait, end-to-end): when it became due, was created, was claimed.
+    run_after: datetime | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
 
 
 def _candidates(now_sql: str, pools_sql: str) -> str:
@@ -233,7 +237,7 @@ def _sqlite_claim(n_pools: int) -> TextClause:
             heartbeat_at = {SQLITE_NOW},
             updated_at = {SQLITE_NOW}
         WHERE job_id IN ({_picked(_candidates(SQLITE_NOW, pools))})
-        RETURNING {_RETURNED}, priority, run_after, created_at
+        RETURNING {_RETURNED}, priority
     """)
 
 
@@ -312,7 +316,7 @@ def claim_limited_jobs(
     else:
         rows = sorted(
             conn.execute(_sqlite_claim(len(pools)), params).all(),
-            key=lambda r: (r[-3], r[-2], r[-1]),
+            key=lambda r: (r[-1], r[18], r[19]),  # claim order: priority, run_after, created_at
         )
         if rows:
             conn.execute(_SQLITE_OPEN_ATTEMPTS, {"ids": json.dumps([r[0] for r in rows])})
@@ -339,4 +343,7 @@ def _claimed(r: Any) -> ClaimedJob:
         tenant=r[15],
         concurrency_key=r[16],
         schedule_name=r[17],
+        run_after=read_utc(r[18]),
+        created_at=read_utc(r[19]),
+        started_at=read_utc(r[20]),
     )

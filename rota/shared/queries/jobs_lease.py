@@ -37,6 +37,7 @@ from rota.shared.queries.sqlparams import (
     sqlite_batch,
     sqlite_now_plus,
 )
+from rota.shared.sqltime import read_utc
 from rota.shared.states import LEASED_SQL, JobState
 
 SWEEP_BATCH = 1000
@@ -60,6 +61,11 @@ class Swept:
     state: JobState
     attempt_count: int
     detail: str
+    # For the metrics: what expired, and when it was created / finished / asked to cancel.
+    job_type: str = ""
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    cancel_requested_at: datetime | None = None
 
 
 def _renew_set(j: str, now: str, expires: str) -> str:
@@ -180,7 +186,8 @@ def _pg_sweep() -> TextClause:
         swept AS (
             UPDATE jobs SET {_sweep_set(PG_NOW, detail)}
             WHERE job_id IN (SELECT job_id FROM expired) AND {expired}
-            RETURNING job_id, lease_generation, state, attempt_count, last_error_detail
+            RETURNING job_id, lease_generation, state, attempt_count, last_error_detail,
+                      job_type, created_at, finished_at, cancel_requested_at
         ),
         closed AS (
             UPDATE job_attempts AS a
@@ -204,7 +211,8 @@ def _sqlite_sweep() -> TextClause:
         UPDATE jobs SET {_sweep_set(SQLITE_NOW, detail)}
         WHERE job_id IN (SELECT job_id FROM jobs WHERE {expired} LIMIT {SWEEP_BATCH})
           AND {expired}
-        RETURNING job_id, lease_generation, state, attempt_count, last_error_detail
+        RETURNING job_id, lease_generation, state, attempt_count, last_error_detail,
+                      job_type, created_at, finished_at, cancel_requested_at
     """)
 
 
@@ -228,7 +236,20 @@ def sweep_expired_leases(conn: Connection, *, now: datetime | None = None) -> li
         if rows:
             batch = [{"id": r[0], "gen": int(r[1])} for r in rows]
             conn.execute(_SQLITE_CLOSE_EXPIRED, {"now": now_param, "batch": sqlite_batch(batch)})
-    return [Swept(read_id(r[0]), int(r[1]), JobState(r[2]), int(r[3]), str(r[4])) for r in rows]
+    return [
+        Swept(
+            read_id(r[0]),
+            int(r[1]),
+            JobState(r[2]),
+            int(r[3]),
+            str(r[4]),
+            r[5],
+            read_utc(r[6]),
+            read_utc(r[7]),
+            read_utc(r[8]),
+        )
+        for r in rows
+    ]
 
 
 _CANCEL_REQUESTED_OF_OWNER = text(

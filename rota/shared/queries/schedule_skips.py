@@ -15,7 +15,9 @@ from datetime import datetime
 
 from sqlalchemy import Connection, RowMapping, func, select
 
+from rota.shared.metrics import SCHEDULE_SKIPPED, Deltas, delta
 from rota.shared.models import schedule_skips
+from rota.shared.queries.metrics import append_metric_events
 from rota.shared.sqltime import db_now
 from rota.shared.states import SkipReason
 
@@ -33,9 +35,18 @@ class SkipRecord:
 
 
 def record_skips(conn: Connection, records: Sequence[SkipRecord]) -> None:
-    """Append ledger rows (one multi-row INSERT)."""
+    """Append ledger rows (one multi-row INSERT), and count them in the metrics.
+
+    ``rota_schedule_skipped_total`` is appended to in the same transaction
+    (``metric_inbox``, which locks nothing shared), so the counter and the
+    ledger cannot disagree (coalesced ranges are counted under their reason too).
+    """
     if not records:
         return
+    deltas: Deltas = {}
+    for r in records:
+        delta(SCHEDULE_SKIPPED, (r.schedule_name, SkipReason(r.reason).value), r.count, deltas)
+    append_metric_events(conn, deltas)
     conn.execute(
         schedule_skips.insert().values(
             [
@@ -87,7 +98,18 @@ def latest_by_reason(conn: Connection) -> dict[str, dict[str, RowMapping]]:
     return out
 
 
-def skips_of_schedule(conn: Connection, name: str) -> Sequence[RowMapping]:
+def skips_of_schedule(
+    conn: Connection, name: str, *, newest: int | None = None
+) -> Sequence[RowMapping]:
+    """The ledger of one schedule, oldest first (``newest``: only the last N rows)."""
+    if newest is not None:
+        recent = (
+            select(schedule_skips)
+            .where(schedule_skips.c.schedule_name == name)
+            .order_by(schedule_skips.c.skip_id.desc())
+            .limit(newest)
+        ).subquery()
+        return conn.execute(select(recent).order_by(recent.c.skip_id)).mappings().all()
     return (
         conn.execute(
             select(schedule_skips)

@@ -1,0 +1,24 @@
+"""``rota serve``: the HTTP API, the Prometheus metrics and the dashboard (one ASGI app).
+
+::
+
+    app = create_app(engine, token=os.environ.get("ROTA_API_TOKEN"))
+    serve(app, host="127.0.0.1", port=8080)          # uvicorn, until SIGTERM/SIGINT
+
+The app holds no state of its own: every answer comes from the database, so
+any number of ``rota serve`` processes can run side by side and agree. Jobs
+are created through the public producer API (``rota.shared.enqueue``), so the
+API validates values, deduplicates and applies backpressure exactly like
+``rota.enqueue`` and ``rota enqueue``; operator actions reuse the statements of
+the CLI (``jobs_control``, ``scheduler.control``).
+
+Modules: ``app`` (assembly, health), ``auth`` (the bearer token),
+``problems`` (RFC 9457 errors), ``jobs`` and ``schedules`` (the routes),
+``resources`` (what a job and a schedule look like as JSON), ``exposition``
+(``GET /metrics``), ``dashboard`` (``GET /`` and its data), ``server`` (binding
+and running uvicorn).
+"""
+
+from rota.api.app import create_app
+
+__all__ = ["create_app"]

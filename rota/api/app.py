@@ -1,0 +1,93 @@
+"""Assembling the ASGI app: routes, errors, the token check, health, metrics, the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import Engine
+
+from rota import __version__
+from rota.api import dashboard, jobs, schedules
+from rota.api.auth import BearerAuth
+from rota.api.exposition import exposition
+from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
+from rota.migrations.runner import current_revision, head_revision
+from rota.shared.database import DatabaseError
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def create_app(engine: Engine, *, token: str | None = None) -> Any:
+    """The app on ``engine``; with ``token``, every route but the probes requires it.
+
+    Returns the ASGI callable to serve (the FastAPI app wrapped in the token
+    check); the FastAPI app itself is its ``.app`` attribute.
+    """
+    api = FastAPI(
+        title="rota",
+        version=__version__,
+        description="Submit and watch rota's jobs and schedules. Errors are "
+        "application/problem+json (RFC 9457).",
+        openapi_url="/openapi.json",
+        docs_url=None,  # Swagger UI loads its assets from a CDN; the dashboard does not
+        redoc_url=None,
+    )
+    api.state.engine = engine
+    head = head_revision()  # read once: the probe then costs one small query
+    install(api, engine)
+    api.include_router(jobs.router)
+    api.include_router(schedules.router)
+
+    @api.get("/healthz", tags=["health"], summary="The process answers")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @api.get(
+        "/readyz",
+        tags=["health"],
+        summary="The database is reachable and migrated",
+        responses={503: {"description": "not ready: the reason is in the body"}},
+    )
+    def readyz(request: Request) -> JSONResponse:
+        try:
+            current = current_revision(engine)
+        except DatabaseError as exc:
+            p = Problem(503, "Not ready", str(exc), type=UNAVAILABLE)
+            return problem_response(p, request.url.path)
+        if current != head:
+            detail = (
+                "the database has no rota schema: run `rota migrate`"
+                if current is None
+                else f"the database is at schema {current}, this rota needs {head}: "
+                "run `rota migrate`"
+            )
+            p = Problem(503, "Not ready", detail, type=UNAVAILABLE)
+            return problem_response(p, request.url.path)
+        return JSONResponse({"status": "ready"})
+
+    @api.get("/metrics", tags=["metrics"], summary="Prometheus text format")
+    def metrics() -> Response:
+        return Response(exposition(engine), media_type=PROMETHEUS_TEXT)
+
+    @api.get("/", include_in_schema=False)
+    def index() -> Response:
+        html, csp = dashboard.page()
+        return Response(
+            html,
+            media_type="text/html; charset=utf-8",
+            headers={
+                "Content-Security-Policy": csp,
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer",
+                "Cache-Control": "no-store",
+            },
+        )
+
+    @api.get("/dashboard/data", tags=["dashboard"], summary="Everything the dashboard shows")
+    def dashboard_data() -> dict[str, Any]:
+        with engine.connect() as conn:
+            return dashboard.dashboard_data(conn)
+
+    return BearerAuth(api, token, lambda: dashboard.page()[0])

@@ -1,0 +1,132 @@
+"""``GET /metrics``: the Prometheus text format, computed from the database at each scrape.
+
+Every ``rota serve`` instance reports the same numbers, whichever process did
+the work: histograms and counters are the cumulative rows of
+``metric_totals`` (written by executors and schedulers, ``rota.shared.metrics``),
+gauges are counted from partial indexes of waiting and running jobs
+(``rota.shared.queries.jobs_gauges``). A scrape reads a few small index ranges
+and a table of one row per label set and bucket: never the job history.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine
+
+from rota.shared.metrics import BY_NAME, Kind, decode_labels
+from rota.shared.queries.job_types import load_job_types
+from rota.shared.queries.jobs_gauges import jobs_by_state, oldest_due_by_pool, stuck_by_pool
+from rota.shared.queries.jobs_read import database_now
+from rota.shared.queries.metrics import read_totals
+from rota.shared.queries.workers import live_worker_counts
+from rota.shared.states import UNFINISHED, JobState
+
+GAUGE_STATES = (*UNFINISHED, JobState.FAILED.value)
+
+
+class DatabaseCollector(Collector):
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        with self._engine.connect() as conn:
+            now = database_now(conn)
+            types = load_job_types(conn)
+            counts = jobs_by_state(conn)
+            oldest = oldest_due_by_pool(conn, now)
+            stuck = stuck_by_pool(conn, now)
+            totals = read_totals(conn)
+            live = live_worker_counts(conn, now=now)
+        jobs = GaugeMetricFamily(
+            "rota_jobs",
+            "Jobs per state (waiting, running, and FAILED ones waiting for a person).",
+            labels=["state", "job_type", "pool"],
+        )
+        values: dict[tuple[str, str, str], int] = {}
+        for spec in types.values():  # every known type shows zeros rather than nothing
+            for state in GAUGE_STATES:
+                values[(state, spec.name, spec.pool)] = 0
+        for c in counts:
+            values[(c.state, c.job_type, c.pool)] = (
+                values.get((c.state, c.job_type, c.pool), 0) + c.count
+            )
+        for labels, n in sorted(values.items()):
+            jobs.add_metric(list(labels), n)
+        yield jobs
+        pools = sorted(
+            {spec.pool for spec in types.values()}
+            | set(oldest)
+            | set(stuck)
+            | {c.pool for c in counts}
+        )
+        age = GaugeMetricFamily(
+            "rota_oldest_runnable_age_seconds",
+            "Age of the job that has been due and waiting longest, per pool (0: none waits).",
+            labels=["pool"],
+        )
+        stuck_family = GaugeMetricFamily(
+            "rota_stuck_running_jobs",
+            "Leased jobs (RUNNING, CANCEL_REQUESTED) past lease expiry, not yet swept.",
+            labels=["pool"],
+        )
+        for pool in pools:
+            due = oldest.get(pool)
+            age.add_metric([pool], 0.0 if due is None else max(0.0, (now - due).total_seconds()))
+            stuck_family.add_metric([pool], stuck.get(pool, 0))
+        yield age
+        yield stuck_family
+        workers = GaugeMetricFamily(
+            "rota_workers",
+            "Live scheduler and executor processes (refreshed within three of their intervals).",
+            labels=["kind"],
+        )
+        for kind, n in sorted(live.items()):
+            workers.add_metric([kind.value], n)
+        yield workers
+        yield from stored_families(totals)
+
+
+def stored_families(rows: Sequence[Any]) -> Iterator[Metric]:
+    """Histograms and counters from the cumulative rows (one per metric, labels, bucket)."""
+    grouped: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        if r["metric"] in BY_NAME:
+            grouped[r["metric"]][r["labels"]][r["le"]] = [float(r["n"]), float(r["total"])]
+    for name, metric in BY_NAME.items():
+        series = grouped.get(name, {})
+        family: HistogramMetricFamily | CounterMetricFamily
+        if metric.kind is Kind.COUNTER:
+            family = CounterMetricFamily(name, metric.help, labels=list(metric.labels))
+            for labels, cells in sorted(series.items()):
+                family.add_metric(list(decode_labels(labels)), sum(n for n, _ in cells.values()))
+        else:
+            family = HistogramMetricFamily(name, metric.help, labels=list(metric.labels))
+            for labels, cells in sorted(series.items()):
+                cumulative = 0.0
+                buckets: list[tuple[str, float]] = []
+                for le in metric.les():
+                    cumulative += cells.get(le, [0.0, 0.0])[0]
+                    buckets.append((le, cumulative))
+                # Bounds no longer in the metric's list still count (in +Inf and the sum).
+                stray = sum(n for le, (n, _) in cells.items() if le not in metric.les())
+                buckets[-1] = ("+Inf", buckets[-1][1] + stray)
+                total = sum(t for _, t in cells.values())
+                family.add_metric(list(decode_labels(labels)), buckets, total)
+        yield family
+
+
+def exposition(engine: Engine) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector(engine))
+    return generate_latest(registry)

@@ -1,0 +1,332 @@
+"""``/jobs``: submit (202 + Location), read, list, cancel, replay.
+
+Submissions go through ``rota.shared.enqueue`` in one transaction: a value it
+refuses, an unknown job type or backpressure raises before anything is
+inserted, so a failed request never leaves a partial job behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import Connection, Engine
+from starlette.concurrency import run_in_threadpool
+
+from rota.api.problems import (
+    ILLEGAL_TRANSITION,
+    INVALID_REQUEST,
+    MALFORMED_BODY,
+    NOT_FOUND,
+    QUEUE_FULL,
+    UNKNOWN_JOB_TYPE,
+    Problem,
+)
+from rota.api.resources import job_location, job_resource
+from rota.shared.durations import DurationError, parse_duration
+from rota.shared.enqueue import QueueFull, UnknownJobType, enqueue
+from rota.shared.queries.jobs_control import replay_failed, request_cancel
+from rota.shared.queries.jobs_page import JobFilter, Keyset, page_jobs
+from rota.shared.queries.jobs_read import database_now, get_attempts, get_job
+from rota.shared.states import ALL_STATES, JobState
+from rota.shared.timefmt import parse_instant
+
+router = APIRouter(tags=["jobs"])
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 500
+MAX_BODY_BYTES = 2_000_000  # args are at most 1 MB of JSON (rota.shared.values)
+
+
+class JobSubmission(BaseModel):
+    """A job to create. Absent fields take the job type's values (or now, for ``run_after``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    job_type: str = Field(description="a job type stored by `rota apply`")
+    args: dict[str, Any] | None = Field(default=None, description="small JSON object")
+    payload_ref: str | None = None
+    dedup_key: str | None = Field(
+        default=None, description="a second submission with this key returns the first job"
+    )
+    run_after: str | None = Field(default=None, description="ISO-8601 instant; default now")
+    priority: int | None = Field(default=None, description="0 runs first")
+    tenant: str | None = None
+    concurrency_key: str | None = None
+    max_attempts: int | None = None
+
+
+def engine_of(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def parse_job_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise Problem(404, "No such job", f"no job {text[:60]!r}", type=NOT_FOUND) from None
+
+
+def _load(conn: Connection, job_id: uuid.UUID, *, attempts: bool) -> dict[str, Any]:
+    job = get_job(conn, job_id)
+    if job is None:
+        raise Problem(404, "No such job", f"no job {job_id}", type=NOT_FOUND)
+    history = get_attempts(conn, job_id) if attempts else None
+    return job_resource(job, database_now(conn), history)
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    summary="Submit a job",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": JobSubmission.model_json_schema()}},
+        }
+    },
+    responses={
+        202: {"description": "accepted; Location names the job (an existing one for a known "
+              "dedup_key)"},
+        400: {"description": "the body is not JSON"},
+        422: {"description": "invalid values, or an unknown job type"},
+        429: {"description": "backpressure: the job type's limits refuse it; see Retry-After"},
+    },
+)
+async def submit_job(request: Request) -> JSONResponse:
+    body = await read_submission(request)
+    return await run_in_threadpool(_submit, body, request)
+
+
+async def read_submission(request: Request) -> JobSubmission:
+    """The body as a ``JobSubmission``: JSON whatever the Content-Type says, of bounded size."""
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise Problem(
+                413,
+                "Body too large",
+                f"a job submission is at most {MAX_BODY_BYTES:,} bytes: put large data "
+                "behind payload_ref",
+                type=INVALID_REQUEST,
+            )
+    try:
+        data = json.loads(bytes(raw))
+    except (ValueError, RecursionError):
+        raise Problem(
+            400, "Malformed request body", "the body is not valid JSON", type=MALFORMED_BODY
+        ) from None
+    try:
+        return JobSubmission.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_input=False)) from None
+
+
+def _submit(body: JobSubmission, request: Request) -> JSONResponse:
+    try:
+        run_after = parse_instant(body.run_after) if body.run_after is not None else None
+    except (ValueError, OverflowError) as exc:
+        raise Problem(422, "Invalid request", f"run_after: {exc}", type=INVALID_REQUEST) from None
+    try:
+        with engine_of(request).begin() as conn:
+            result = enqueue(
+                conn,
+                body.job_type,
+                args=body.args,
+                payload_ref=body.payload_ref,
+                dedup_key=body.dedup_key,
+                run_after=run_after,
+                priority=body.priority,
+                tenant=body.tenant,
+                concurrency_key=body.concurrency_key,
+                max_attempts=body.max_attempts,
+            )
+            resource = _load(conn, result.job_id, attempts=False)
+    except UnknownJobType as exc:
+        raise Problem(422, "Unknown job type", str(exc), type=UNKNOWN_JOB_TYPE) from None
+    except QueueFull as exc:
+        raise Problem(
+            429,
+            "Queue full",
+            str(exc),
+            type=QUEUE_FULL,
+            headers={"Retry-After": str(exc.retry_after)},
+            job_type=exc.job_type,
+            reason=exc.reason,
+            retry_after=exc.retry_after,
+        ) from None
+    except (ValueError, OverflowError) as exc:
+        raise Problem(422, "Invalid request", str(exc), type=INVALID_REQUEST) from None
+    resource["created"] = result.created
+    location = job_location(result.job_id)
+    return JSONResponse(resource, status_code=202, headers={"Location": location})
+
+
+@router.get("/jobs/{job_id}", summary="One job, with its attempts")
+def read_job(job_id: str, request: Request) -> dict[str, Any]:
+    with engine_of(request).connect() as conn:
+        return _load(conn, parse_job_id(job_id), attempts=True)
+
+
+def _states(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    states = tuple(s.strip().upper() for s in text.split(",") if s.strip())
+    unknown = [s for s in states if s not in ALL_STATES]
+    if unknown:
+        raise Problem(
+            422,
+            "Invalid request",
+            f"state: unknown {unknown[0][:40]!r}; one of {', '.join(ALL_STATES)}",
+            type=INVALID_REQUEST,
+        )
+    return states
+
+
+def _since(text: str | None, now: datetime) -> datetime | None:
+    """An ISO-8601 instant, or a duration back from now (``1h``, ``30m``)."""
+    if not text:
+        return None
+    try:
+        return now - parse_duration(text)
+    except (DurationError, OverflowError):
+        pass
+    try:
+        return parse_instant(text)
+    except ValueError:
+        raise Problem(
+            422,
+            "Invalid request",
+            "since: use an ISO-8601 instant or a duration like 1h",
+            type=INVALID_REQUEST,
+        ) from None
+
+
+def _encode_cursor(created_at: datetime, job_id: uuid.UUID) -> str:
+    raw = json.dumps([created_at.isoformat(), str(job_id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(text: str) -> Keyset:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        created, job_id = json.loads(raw)
+        return Keyset(datetime.fromisoformat(created), uuid.UUID(job_id))
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise Problem(
+            422, "Invalid request", "cursor: not a cursor this API gave", type=INVALID_REQUEST
+        ) from None
+
+
+@router.get(
+    "/jobs",
+    summary="List jobs, newest first, page by page (args left out: read one job for them)",
+)
+def list_jobs(
+    request: Request,
+    state: Annotated[
+        str | None, Query(description="a state, or several: FAILED,RETRY_WAIT")
+    ] = None,
+    job_type: Annotated[str | None, Query(max_length=200)] = None,
+    schedule: Annotated[str | None, Query(max_length=200)] = None,
+    since: Annotated[
+        str | None, Query(description="created at or after: an ISO instant or a duration (1h)")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[str | None, Query(max_length=400)] = None,
+) -> JSONResponse:
+    states = _states(state)
+    after = _decode_cursor(cursor) if cursor else None
+    with engine_of(request).connect() as conn:
+        now = database_now(conn)
+        f = JobFilter(states, job_type, schedule, _since(since, now))
+        rows = page_jobs(conn, f, limit=limit + 1, after=after)
+    page = rows[:limit]
+    body: dict[str, Any] = {
+        "jobs": [job_resource(r, now, args=False) for r in page],
+        "next": None,
+    }
+    headers: dict[str, str] = {}
+    if len(rows) > limit:
+        last = page[-1]
+        query = {
+            k: v
+            for k, v in (
+                ("state", state),
+                ("job_type", job_type),
+                ("schedule", schedule),
+                ("since", since),
+                ("limit", str(limit)),
+            )
+            if v
+        }
+        query["cursor"] = _encode_cursor(last["created_at"], last["job_id"])
+        body["next"] = f"/jobs?{urlencode(query)}"
+        headers["Link"] = f'<{body["next"]}>; rel="next"'
+    return JSONResponse(body, headers=headers)
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    summary="Cancel a job (a running job is asked to stop)",
+    responses={
+        200: {"description": "cancelled (or already cancelled)"},
+        202: {"description": "running: cancellation requested, the worker stops"},
+        409: {"description": "the job already finished"},
+    },
+)
+def cancel_job(job_id: str, request: Request) -> JSONResponse:
+    jid = parse_job_id(job_id)
+    with engine_of(request).begin() as conn:
+        result = request_cancel(conn, jid)
+        if result.state is None:
+            raise Problem(404, "No such job", f"no job {jid}", type=NOT_FOUND)
+        if not result.changed and result.state not in (
+            JobState.CANCELLED,
+            JobState.CANCEL_REQUESTED,
+        ):
+            raise Problem(
+                409,
+                "Illegal transition",
+                f"job {jid} is {result.state.value}: only a waiting or running job can be "
+                "cancelled",
+                type=ILLEGAL_TRANSITION,
+                state=result.state.value,
+            )
+        resource = _load(conn, jid, attempts=False)
+    status = 202 if result.state is JobState.CANCEL_REQUESTED else 200
+    return JSONResponse(resource, status_code=status)
+
+
+@router.post(
+    "/jobs/{job_id}/replay",
+    summary="Put a FAILED job back in the queue with a fresh attempt budget",
+    responses={409: {"description": "the job is not FAILED"}},
+)
+def replay_job(job_id: str, request: Request) -> JSONResponse:
+    jid = parse_job_id(job_id)
+    with engine_of(request).begin() as conn:
+        result = replay_failed(conn, jid)
+        if result.state is None:
+            raise Problem(404, "No such job", f"no job {jid}", type=NOT_FOUND)
+        if not result.changed:
+            raise Problem(
+                409,
+                "Illegal transition",
+                f"job {jid} is {result.state.value}: only a FAILED job can be replayed",
+                type=ILLEGAL_TRANSITION,
+                state=result.state.value,
+            )
+        resource = _load(conn, jid, attempts=False)
+    return JSONResponse(resource, status_code=200, headers={"Location": job_location(jid)})

@@ -1,0 +1,125 @@
+"""Errors as ``application/problem+json`` (RFC 9457), for every route and every failure.
+
+A route raises ``Problem(status, title, detail)``; request validation errors
+become 400 (the body is not JSON at all) or 422 (JSON of the wrong shape), an
+unknown route 404, and anything unexpected 500 without a traceback or a value
+from the request in the answer (the exception is logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rota.shared.database import scrub, short_error
+
+log = logging.getLogger("rota.api")
+
+PROBLEM_JSON = "application/problem+json"
+
+# Problem types: URNs, stable for clients to match on.
+INVALID_REQUEST = "urn:rota:problem:invalid-request"
+MALFORMED_BODY = "urn:rota:problem:malformed-body"
+UNKNOWN_JOB_TYPE = "urn:rota:problem:unknown-job-type"
+NOT_FOUND = "urn:rota:problem:not-found"
+ILLEGAL_TRANSITION = "urn:rota:problem:illegal-transition"
+QUEUE_FULL = "urn:rota:problem:queue-full"
+UNAUTHORIZED = "urn:rota:problem:unauthorized"
+UNAVAILABLE = "urn:rota:problem:unavailable"
+INTERNAL = "urn:rota:problem:internal"
+
+
+class Problem(Exception):
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str | None = None,
+        *,
+        type: str = "about:blank",
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail or title)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.type = type
+        self.headers = dict(headers or {})
+        self.extra = extra
+
+
+def problem_response(p: Problem, instance: str | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"type": p.type, "title": p.title, "status": p.status}
+    if p.detail is not None:
+        body["detail"] = p.detail
+    if instance is not None:
+        body["instance"] = instance
+    body.update(p.extra)
+    return JSONResponse(body, status_code=p.status, headers=p.headers, media_type=PROBLEM_JSON)
+
+
+def _where(loc: Sequence[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def install(app: FastAPI, engine: Engine) -> None:
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        return problem_response(exc, request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            p = Problem(
+                400,
+                "Malformed request body",
+                "the body is not valid JSON",
+                type=MALFORMED_BODY,
+            )
+        else:
+            # Where and what, never the value sent (it may be huge or hostile).
+            found = [
+                {"where": _where(e.get("loc", ())), "problem": e.get("msg", "")} for e in errors
+            ]
+            detail = "; ".join(f"{f['where']}: {f['problem']}" for f in found[:5])
+            p = Problem(422, "Invalid request", detail, type=INVALID_REQUEST, errors=found[:20])
+        return problem_response(p, request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = NOT_FOUND if exc.status_code == 404 else "about:blank"
+        p = Problem(exc.status_code, str(exc.detail), type=kind, headers=exc.headers)
+        return problem_response(p, request.url.path)
+
+    @app.exception_handler(OperationalError)
+    async def _database(request: Request, exc: OperationalError) -> JSONResponse:
+        # The database is unreachable or refused the connection: say so, password-free.
+        secret_url = engine.url.render_as_string(hide_password=False)
+        log.warning("event=api_database_error path=%s error=%s", request.url.path,
+                    scrub(short_error(exc), secret_url))
+        p = Problem(
+            503,
+            "Database unavailable",
+            scrub(short_error(exc), secret_url)[:300],
+            type=UNAVAILABLE,
+            headers={"Retry-After": "5"},
+        )
+        return problem_response(p, request.url.path)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "event=api_error path=%s error=%s", request.url.path, type(exc).__name__, exc_info=exc
+        )
+        p = Problem(500, "Internal error", "the server failed; see its log", type=INTERNAL)
+        return problem_response(p, request.url.path)

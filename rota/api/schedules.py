@@ -1,0 +1,101 @@
+"""``/schedules``: the declared schedules with their skip ledger; pause, resume, trigger.
+
+The actions are ``rota.scheduler.control``'s, the same as ``rota pause``,
+``rota resume`` and ``rota trigger``: one transaction each, the schedule row
+locked, the replicas woken.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from rota.api.jobs import engine_of
+from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, Problem
+from rota.api.resources import instant, job_location, schedule_resource
+from rota.scheduler import control
+from rota.scheduler.control import ScheduleRemoved, UnknownSchedule
+from rota.shared.queries.schedule_skips import skips_of_schedule, totals_by_reason
+from rota.shared.queries.schedules import get_schedule, list_schedules
+
+router = APIRouter(tags=["schedules"])
+
+LEDGER_ROWS = 100  # the newest ledger rows shown with one schedule
+
+
+def _not_found(name: str) -> Problem:
+    return Problem(404, "No such schedule", f"no schedule {name[:200]!r}", type=NOT_FOUND)
+
+
+@router.get("/schedules", summary="Every schedule: next and last fire, paused, skip counts")
+def read_schedules(request: Request) -> dict[str, Any]:
+    with engine_of(request).connect() as conn:
+        rows = list_schedules(conn)
+        totals = totals_by_reason(conn)
+    return {"schedules": [schedule_resource(r, totals.get(r["name"], {})) for r in rows]}
+
+
+@router.get("/schedules/{name:path}", summary="One schedule with its skip ledger (newest rows)")
+def read_schedule(name: str, request: Request) -> dict[str, Any]:
+    with engine_of(request).connect() as conn:
+        row = get_schedule(conn, name)
+        if row is None:
+            raise _not_found(name)
+        totals = totals_by_reason(conn).get(name, {})
+        ledger = skips_of_schedule(conn, name, newest=LEDGER_ROWS)
+    return schedule_resource(row, totals, ledger)
+
+
+def _current(request: Request, name: str) -> dict[str, Any]:
+    return read_schedule(name, request)
+
+
+@router.post("/schedules/{name:path}/pause", summary="Pause: no more occurrences until resumed")
+def pause_schedule(name: str, request: Request) -> dict[str, Any]:
+    try:
+        changed = control.pause(engine_of(request), name)
+    except UnknownSchedule:
+        raise _not_found(name) from None
+    return {"changed": changed, "schedule": _current(request, name)}
+
+
+@router.post(
+    "/schedules/{name:path}/resume",
+    summary="Resume; the misfire policy decides what fell in the pause",
+)
+def resume_schedule(name: str, request: Request) -> dict[str, Any]:
+    try:
+        result = control.resume(engine_of(request), name)
+    except UnknownSchedule:
+        raise _not_found(name) from None
+    return {
+        "changed": result.was_paused,
+        "created": result.tick.created,
+        "skipped": result.tick.skipped,
+        "schedule": _current(request, name),
+    }
+
+
+@router.post(
+    "/schedules/{name:path}/trigger",
+    status_code=202,
+    summary="Fire one manual occurrence now",
+    responses={409: {"description": "the schedule was removed from the schedule file"}},
+)
+def trigger_schedule(name: str, request: Request) -> JSONResponse:
+    try:
+        result = control.trigger(engine_of(request), name)
+    except UnknownSchedule:
+        raise _not_found(name) from None
+    except ScheduleRemoved as exc:
+        raise Problem(409, "Schedule removed", str(exc), type=ILLEGAL_TRANSITION) from None
+    location = job_location(result.job_id)
+    body = {
+        "job_id": str(result.job_id),
+        "dedup_key": result.dedup_key,
+        "scheduled_for": instant(result.scheduled_for),
+        "links": {"job": location},
+    }
+    return JSONResponse(body, status_code=202, headers={"Location": location})

@@ -1,0 +1,403 @@
+"use strict";
+// The rota dashboard. Every value shown comes from the API and is put on the page as
+// text (textContent, DOM nodes), never parsed as HTML: job arguments and error details
+// are written by anyone and must stay inert.
+(function () {
+  const REFRESH_MS = REFRESH_SECONDS * 1000;
+  const SVG = "http://www.w3.org/2000/svg";
+  const view = document.getElementById("view");
+  const statusLine = document.getElementById("status");
+  const notice = document.getElementById("notice");
+  const login = document.getElementById("login");
+  let timer = null;
+  let needToken = false;
+
+  // -- DOM helpers ------------------------------------------------------------------
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
+    for (const child of children) {
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+  function jobLink(id) {
+    return el("a", { href: "#/jobs/" + encodeURIComponent(id), class: "mono" }, String(id));
+  }
+  function table(headers, rows, empty) {
+    if (!rows.length) return el("p", { class: "muted" }, empty || "none");
+    return el("table", {},
+      el("thead", {}, el("tr", {}, headers.map((h) =>
+        el("th", { class: h.startsWith("#") ? "num" : null }, h.replace(/^#/, ""))))),
+      el("tbody", {}, rows));
+  }
+  function num(value, cls) {
+    return el("td", { class: "num " + (cls || "") }, value === null || value === undefined ? "–" : value);
+  }
+
+  // -- formatting ---------------------------------------------------------------------
+  function seconds(s) {
+    if (s === null || s === undefined) return "–";
+    if (s < 1) return (s * 1000).toFixed(s < 0.01 ? 1 : 0) + " ms";
+    if (s < 120) return s.toFixed(s < 10 ? 2 : 0) + " s";
+    if (s < 7200) return (s / 60).toFixed(1) + " min";
+    if (s < 172800) return (s / 3600).toFixed(1) + " h";
+    return (s / 86400).toFixed(1) + " d";
+  }
+  function when(iso) {
+    if (!iso) return "–";
+    return iso.replace("T", " ").replace(/\.\d+Z$/, "Z");
+  }
+  function ago(iso, nowIso) {
+    if (!iso) return "–";
+    const diff = (Date.parse(nowIso) - Date.parse(iso)) / 1000;
+    return diff >= 0 ? seconds(diff) + " ago" : "in " + seconds(-diff);
+  }
+
+  // -- talking to the server ------------------------------------------------------------
+  function headers() {
+    const token = sessionStorage.getItem("rota-token");
+    return token ? { Authorization: "Bearer " + token } : {};
+  }
+  async function api(path, method) {
+    const response = await fetch(path, { method: method || "GET", headers: headers(),
+      credentials: "omit", cache: "no-store" });
+    if (response.status === 401) {
+      needToken = true;
+      login.hidden = false;
+      throw new Error("the API token is missing or wrong");
+    }
+    const type = response.headers.get("content-type") || "";
+    const body = type.includes("json") ? await response.json() : await response.text();
+    if (!response.ok) {
+      const detail = body && body.detail ? body.detail : response.status + " " + response.statusText;
+      throw new Error(detail);
+    }
+    return body;
+  }
+  function say(text) {
+    notice.textContent = text;
+    notice.hidden = !text;
+  }
+  async function act(path, label) {
+    try {
+      const body = await api(path, "POST");
+      const state = body.state ? " (now " + body.state + ")" : "";
+      say(label + " done" + state);
+    } catch (err) {
+      say(label + " failed: " + err.message);
+    }
+    refresh();
+  }
+  login.addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem("rota-token", document.getElementById("token").value);
+    needToken = false;
+    login.hidden = true;
+    refresh();
+  });
+
+  // -- charts ---------------------------------------------------------------------------
+  // p50 and p95 per minute over the last hour, as two polylines.
+  function chart(summary, nowIso) {
+    const width = 260, height = 56, pad = 2;
+    const points = (summary && summary.series) || [];
+    // The last hour, or less when the data is younger: a short history stays readable.
+    const end = Date.parse(nowIso);
+    const first = points.length ? Date.parse(points[0].minute) : end;
+    const start = Math.max(end - 3600 * 1000, Math.min(first - 60 * 1000, end - 5 * 60 * 1000));
+    let top = 0;
+    for (const p of points) top = Math.max(top, p.p95 || 0, p.p50 || 0);
+    const box = svg("svg", { class: "chart", width: width, height: height + 12,
+      viewBox: "0 0 " + width + " " + (height + 12), role: "img",
+      "aria-label": "p50 and p95 per minute, last hour" });
+    box.append(svg("line", { x1: 0, y1: height, x2: width, y2: height, stroke: "#d9dee4" }));
+    if (!points.length || top <= 0) {
+      box.append(svg("text", { x: 4, y: height / 2 }, "no data in the last hour"));
+      return box;
+    }
+    const x = (iso) => pad + (width - 2 * pad) * Math.min(1, Math.max(0, (Date.parse(iso) - start) / (end - start)));
+    const y = (v) => height - pad - (height - 2 * pad) * (v / top);
+    for (const key of ["p95", "p50"]) {
+      const coords = points.filter((p) => p[key] !== null)
+        .map((p) => x(p.minute).toFixed(1) + "," + y(p[key]).toFixed(1)).join(" ");
+      box.append(svg("polyline", { class: key, points: coords, fill: "none", "stroke-width": 1.5 }));
+    }
+    box.append(svg("text", { x: 2, y: 9 }, seconds(top)));
+    box.append(svg("text", { x: 2, y: height + 11 }, "−" + Math.round((end - start) / 60000) + " min"));
+    box.append(svg("text", { x: width - 22, y: height + 11 }, "now"));
+    return box;
+  }
+  function legend() {
+    return el("div", { class: "legend" }, el("span", { class: "p50" }, "— p50"),
+      el("span", { class: "p95" }, "— p95"));
+  }
+
+  // -- views --------------------------------------------------------------------------------
+  function queuesSection(data) {
+    const rows = [];
+    for (const pool of data.pools) {
+      rows.push(el("tr", {},
+        el("th", { colspan: 1 }, "pool " + pool.pool),
+        el("td", { colspan: 5, class: "muted" },
+          "oldest runnable: ", el("span", { class: pool.oldest_runnable_age_seconds > 60 ? "warn" : "" },
+            pool.oldest_runnable_age_seconds > 0 ? seconds(pool.oldest_runnable_age_seconds) : "nothing due waits"),
+          " · stuck RUNNING (lease expired, not swept): ",
+          el("span", { class: pool.stuck_running ? "bad" : "" }, pool.stuck_running))));
+      for (const t of pool.job_types) {
+        rows.push(el("tr", {},
+          el("td", {}, t.job_type),
+          num(t.queued || 0), num(t.running || 0), num(t.retry_wait || 0),
+          num(t.cancel_requested || 0), num(t.failed || 0, t.failed ? "bad" : "")));
+      }
+    }
+    return el("section", { id: "queues" }, el("h2", {}, "Queues"),
+      table(["job type", "#queued", "#running", "#retry wait", "#cancel requested", "#failed"], rows,
+        "no job types: run `rota apply FILE`"));
+  }
+
+  function latencySection(title, id, summaries, nowIso, extra) {
+    const rows = Object.entries(summaries).map(([key, s]) => el("tr", {},
+      el("td", {}, key), num(s.count), num(seconds(s.p50)), num(seconds(s.p95)), num(seconds(s.p99)),
+      el("td", {}, chart(s, nowIso)), extra ? extra(key) : null));
+    const heads = ["", "#count", "#p50", "#p95", "#p99", "last hour"];
+    if (extra) heads.push("#expired leases (1 h / all)");
+    return el("section", { id: id }, el("h2", {}, title), legend(),
+      table(heads, rows, "nothing observed in the last hour"));
+  }
+
+  function schedulesTable(data) {
+    const rows = data.schedules.map((s) => {
+      const state = s.removed ? "removed" : s.paused ? "paused" : "active";
+      const skips = Object.entries(s.skipped_by_reason).map(([r, n]) => r + " " + n).join(", ");
+      const base = "/schedules/" + encodeURIComponent(s.name);
+      return el("tr", {},
+        el("td", {}, el("a", { href: "#/schedules/" + encodeURIComponent(s.name) }, s.name),
+          el("div", { class: "muted" }, s.rule + " (" + s.timezone + ")")),
+        el("td", { class: state === "active" ? "ok" : "warn" }, state),
+        el("td", {}, when(s.next_fire_at), el("div", { class: "muted" }, s.next_fire_at ? ago(s.next_fire_at, data.now) : "")),
+        el("td", {}, when(s.last_fire_at), el("div", {}, s.last_job_id ? jobLink(s.last_job_id) : "")),
+        el("td", {}, skips || "none", el("div", { class: "muted" },
+          "skipped " + s.skipped_count + ", coalesced " + s.coalesced_count)),
+        el("td", { class: "actions" },
+          el("button", { onclick: () => act(base + "/pause", "pause " + s.name), disabled: s.paused || s.removed }, "pause"),
+          el("button", { onclick: () => act(base + "/resume", "resume " + s.name), disabled: !s.paused }, "resume"),
+          el("button", { onclick: () => act(base + "/trigger", "trigger " + s.name), disabled: s.removed }, "trigger")));
+    });
+    return el("section", { id: "schedules" }, el("h2", {}, "Schedules"),
+      table(["schedule", "state", "next fire", "last fire", "skip ledger", ""], rows, "no schedules"));
+  }
+
+  // An error detail (often a traceback): its last line, the whole of it one click away.
+  function detail(text) {
+    if (!text) return null;
+    const lines = text.trim().split("\n");
+    const last = lines[lines.length - 1];
+    if (lines.length === 1) return el("div", { class: "mono" }, last);
+    return el("details", {}, el("summary", { class: "mono" }, last), el("pre", { class: "detail" }, text));
+  }
+
+  function failedSection(data, limit) {
+    const shown = limit ? data.failed.slice(0, limit) : data.failed;
+    const rows = shown.map((j) => el("tr", {},
+      el("td", {}, jobLink(j.job_id), el("div", { class: "muted" }, j.job_type)),
+      el("td", {}, when(j.finished_at || j.updated_at)),
+      el("td", {}, el("span", { class: "bad" }, j.error ? j.error.code : "–"),
+        j.error ? detail(j.error.detail) : null),
+      num(j.attempt_count + " / " + j.max_attempts),
+      el("td", { class: "actions" },
+        el("button", { onclick: () => act("/jobs/" + encodeURIComponent(j.job_id) + "/replay", "replay " + j.job_id) }, "replay"))));
+    const more = shown.length < data.failed.length
+      ? el("p", {}, el("a", { href: "#/failed" }, "all " + data.failed.length + " most recent failed jobs"))
+      : null;
+    return el("section", { id: "failed" }, el("h2", {}, "Failed jobs"),
+      table(["job", "failed at", "error", "#attempts", ""], rows, "no failed jobs"), more);
+  }
+
+  function workersSection(data) {
+    const live = data.workers.filter((w) => w.status === "live").length;
+    const rows = data.workers.map((w) => el("tr", {},
+      el("td", {}, w.kind), el("td", { class: "mono" }, w.worker_id),
+      el("td", {}, w.host + " pid " + w.pid + " · rota " + w.version),
+      el("td", {}, w.pools ? w.pools.join(", ") : "–"), num(w.concurrency),
+      el("td", {}, when(w.started_at)),
+      el("td", { class: w.status === "live" ? "ok" : "bad" },
+        (w.status === "live" ? "live · " : "GONE · ") + seconds(w.seen_seconds_ago) + " ago")));
+    return el("section", { id: "workers" }, el("h2", {}, "Workers (" + live + " live)"),
+      table(["kind", "worker", "where", "pools", "#concurrency", "started", "last seen"], rows,
+        "no executor or scheduler has registered"));
+  }
+
+  function jobsTable(jobs, nowIso) {
+    const rows = jobs.map((j) => el("tr", {},
+      el("td", {}, jobLink(j.job_id)), el("td", {}, j.job_type),
+      el("td", { class: "state " + (j.state === "FAILED" ? "bad" : "") }, j.state),
+      el("td", {}, when(j.created_at)), el("td", {}, j.schedule || "–"),
+      el("td", {}, j.error ? j.error.code : "")));
+    return table(["job", "type", "state", "created", "schedule", "last error"], rows, "no jobs");
+  }
+
+  async function overview() {
+    const [data, recent] = await Promise.all([api("/dashboard/data"), api("/jobs?limit=15")]);
+    const expired = (key) => {
+      const e = data.expired_leases[key];
+      return num(e ? e.last_hour + " / " + e.total : "0 / 0", e && e.last_hour ? "warn" : "");
+    };
+    return [
+      queuesSection(data),
+      latencySection("Queue wait (due → claimed), first attempts, last hour", "queue-wait",
+        data.latency.queue_wait, data.now),
+      latencySection("Execution time (one attempt), last hour", "execution",
+        data.latency.execution, data.now, expired),
+      el("div", { class: "grid" },
+        latencySection("End to end (created → finished)", "end-to-end", data.latency.end_to_end, data.now),
+        latencySection("Cancel latency (requested → cancelled)", "cancel-latency", data.latency.cancel_latency, data.now)),
+      latencySection("Scheduler delay (created − scheduled), per schedule", "scheduler-delay",
+        data.latency.scheduler_delay, data.now),
+      el("section", { id: "recent" }, el("h2", {}, "Recent jobs"), jobsTable(recent.jobs, data.now)),
+      failedSection(data, 8),
+      schedulesTable(data),
+      workersSection(data),
+    ];
+  }
+
+  async function jobsView() {
+    const recent = await api("/jobs?limit=100");
+    return [el("section", { id: "recent" }, el("h2", {}, "Jobs (newest 100)"), jobsTable(recent.jobs))];
+  }
+
+  function timeline(job, nowIso) {
+    const attempts = job.attempts || [];
+    if (!attempts.length) return el("p", { class: "muted" }, "no attempt yet");
+    const start = Math.min(Date.parse(job.created_at), ...attempts.map((a) => Date.parse(a.started_at)));
+    const end = Math.max(start + 1, ...attempts.map((a) => Date.parse(a.ended_at || nowIso)));
+    const width = 640, row = 22, left = 4;
+    const scale = (t) => left + (width - 2 * left) * ((t - start) / Math.max(1, end - start));
+    const box = svg("svg", { class: "chart", width: width, height: attempts.length * row + 16,
+      role: "img", "aria-label": "attempts over time" });
+    attempts.forEach((a, i) => {
+      const x1 = scale(Date.parse(a.started_at));
+      const x2 = Math.max(x1 + 2, scale(Date.parse(a.ended_at || nowIso)));
+      const colour = a.outcome === "SUCCEEDED" || a.outcome === "RECONCILED" ? "#1a7f37"
+        : a.outcome === null ? "#2f6fdb" : a.outcome === "RELEASED" ? "#8a94a0" : "#b3261e";
+      box.append(svg("rect", { x: x1, y: i * row + 4, width: x2 - x1, height: row - 8, fill: colour, rx: 2 }));
+      const label = "#" + a.attempt + " " + (a.outcome || "running") + (a.error_code ? " " + a.error_code : "")
+        + (a.seconds !== null ? " · " + seconds(a.seconds) : "");
+      box.append(svg("text", { x: Math.min(x2 + 4, width - 160), y: i * row + row / 2 + 4 }, label));
+    });
+    box.append(svg("text", { x: left, y: attempts.length * row + 14 }, when(new Date(start).toISOString())));
+    return box;
+  }
+
+  async function jobView(id) {
+    const job = await api("/jobs/" + encodeURIComponent(id));
+    const nowIso = new Date().toISOString();
+    const fields = [
+      ["job", job.job_id], ["type", job.job_type + " (pool " + job.pool + ", priority " + job.priority + ")"],
+      ["state", job.state], ["attempts", job.attempt_count + " of " + job.max_attempts],
+      ["created", when(job.created_at)], ["run after", when(job.run_after)],
+      ["started", when(job.started_at)], ["finished", when(job.finished_at)],
+      ["schedule", job.schedule ? job.schedule + " for " + when(job.scheduled_for) : "–"],
+      ["dedup key", job.dedup_key || "–"], ["payload ref", job.payload_ref || "–"],
+      ["result", job.result_ref || "–"], ["args", job.args === null ? "–" : JSON.stringify(job.args)],
+    ];
+    if (job.lease) {
+      fields.push(["lease", job.lease.owner + " (generation " + job.lease.generation + "), last heartbeat "
+        + seconds(job.lease.last_heartbeat_age_seconds) + " ago" + (job.lease.expired ? ", EXPIRED" : "")]);
+    }
+    const parts = [el("h2", {}, "Job ", el("span", { class: "mono" }, job.job_id)),
+      el("dl", { class: "fields" }, fields.map(([k, v]) => [el("dt", {}, k), el("dd", { class: k === "args" ? "mono" : "" }, v)]))];
+    if (job.progress) {
+      const p = job.progress;
+      const share = p.total ? Math.min(1, (p.done || 0) / p.total) : null;
+      parts.push(el("h3", {}, "Progress"), el("p", {}, (p.stage ? "stage " + p.stage + " " : "")
+        + (p.done !== null ? p.done + (p.total !== null ? " / " + p.total : " done") : "")));
+      if (share !== null) {
+        const bar = el("div", { class: "bar" }, el("div", {}));
+        bar.firstChild.style.width = (share * 100).toFixed(1) + "%";
+        parts.push(bar);
+      }
+    }
+    if (job.error) {
+      parts.push(el("h3", {}, "Last error ", el("span", { class: "bad" }, job.error.code)),
+        job.error.detail ? el("pre", { class: "detail" }, job.error.detail) : null);
+    }
+    const actions = el("p", { class: "actions" });
+    if (job.links.cancel) actions.append(el("button", { onclick: () => act(job.links.cancel, "cancel") }, "cancel"));
+    if (job.links.replay) actions.append(el("button", { onclick: () => act(job.links.replay, "replay") }, "replay"));
+    parts.push(actions, el("h3", {}, "Attempts"), timeline(job, nowIso));
+    const rows = (job.attempts || []).map((a) => el("tr", {},
+      num("#" + a.attempt), num(a.lease_generation), el("td", { class: "mono" }, a.worker_id),
+      el("td", {}, when(a.started_at)), num(seconds(a.seconds)), el("td", {}, a.outcome || "running"),
+      el("td", {}, a.error_code || "", a.error_detail ? el("pre", { class: "detail" }, a.error_detail) : null)));
+    parts.push(table(["#attempt", "#generation", "worker", "started", "#took", "outcome", "error"], rows));
+    return [el("section", { id: "job" }, parts)];
+  }
+
+  async function scheduleView(name) {
+    const s = await api("/schedules/" + encodeURIComponent(name));
+    const nowIso = new Date().toISOString();
+    const rows = s.skip_ledger.slice().reverse().map((k) => el("tr", {},
+      el("td", {}, when(k.recorded_at)), el("td", {}, k.reason), num(k.count),
+      el("td", {}, when(k.first) + " … " + when(k.last)), el("td", {}, k.job_id ? jobLink(k.job_id) : "–")));
+    const fields = [["rule", s.rule + " (" + s.timezone + ")"], ["job type", s.job_type],
+      ["state", s.removed ? "removed" : s.paused ? "paused since " + when(s.paused_at) : "active"],
+      ["next fire", when(s.next_fire_at) + (s.next_fire_at ? " (" + ago(s.next_fire_at, nowIso) + ")" : "")],
+      ["last fire", when(s.last_fire_at)], ["misfire / overlap", s.misfire + " / " + s.overlap],
+      ["skipped", String(s.skipped_count)], ["coalesced", String(s.coalesced_count)]];
+    return [el("section", { id: "schedule" }, el("h2", {}, "Schedule " + s.name),
+      el("dl", { class: "fields" }, fields.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
+      el("h3", {}, "Skip ledger (newest first)"),
+      table(["recorded", "reason", "#occurrences", "range", "covered by"], rows, "nothing skipped"))];
+  }
+
+  async function sectionView(name) {
+    const data = await api("/dashboard/data");
+    if (name === "schedules") return [schedulesTable(data)];
+    if (name === "failed") return [failedSection(data, 0)];
+    return [workersSection(data)];
+  }
+
+  // -- the loop -----------------------------------------------------------------------------
+  async function render() {
+    const route = location.hash.replace(/^#\/?/, "");
+    if (route.startsWith("jobs/")) return jobView(decodeURIComponent(route.slice(5)));
+    if (route === "jobs") return jobsView();
+    if (route.startsWith("schedules/")) return scheduleView(decodeURIComponent(route.slice(10)));
+    if (["schedules", "failed", "workers"].includes(route)) return sectionView(route);
+    return overview();
+  }
+  async function refresh() {
+    clearTimeout(timer);
+    if (needToken) {
+      statusLine.textContent = "waiting for the API token";
+      return;
+    }
+    try {
+      const nodes = await render();
+      view.replaceChildren(...nodes);
+      statusLine.className = "";
+      statusLine.textContent = "updated " + new Date().toLocaleTimeString() + " · every " + REFRESH_MS / 1000 + " s";
+    } catch (err) {
+      statusLine.className = "error";
+      statusLine.textContent = "not updated: " + err.message;
+    }
+    timer = setTimeout(refresh, REFRESH_MS);
+  }
+  window.addEventListener("hashchange", () => { say(""); refresh(); });
+  refresh();
+})();

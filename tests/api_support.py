@@ -1,0 +1,54 @@
+"""A running ``rota serve`` app for the API tests: uvicorn in a thread on a free port.
+
+The tests talk to it with a real HTTP client (httpx) over a real socket.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+from sqlalchemy import Engine
+
+from rota.api import create_app
+from rota.api.server import BackgroundServer, bind
+
+
+@contextmanager
+def running_api(engine: Engine, token: str | None = None) -> Iterator[str]:
+    """The base URL of the app on ``engine``, served until the block ends."""
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = BackgroundServer(create_app(engine, token=token), sock)
+    server.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        yield base
+    finally:
+        server.stop()
+
+
+def wait_healthy(
+    base: str, timeout: float = 30.0, proc: subprocess.Popen[str] | None = None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the server exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{base} did not answer /healthz within {timeout}s")
+        time.sleep(0.05)
+
+
+def rota_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rota.cli.main", *args]
