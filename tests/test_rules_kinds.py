@@ -183,7 +183,7 @@ def test_rrule_count_and_until_exhaust_the_rule() -> None:
         ("FREQ=DAILY;BYHOUR=٣", "not a whole number"),
         ("DTSTART:20260101T000000\nRRULE:FREQ=DAILY;COUNT=-5", "COUNT must be between 1 and"),
         ("DTSTART:19700101T000000\nRRULE:FREQ=SECONDLY;COUNT=999999999", "use UNTIL"),
-        ("FREQ=SECONDLY;INTERVAL=99999999999", "not a whole number"),
+        ("FREQ=SECONDLY;INTERVAL=99999999999", "INTERVAL must be between 1 and"),
         ("FREQ=YEARLY;INTERVAL=101", "INTERVAL must be between 1 and 100 for FREQ=YEARLY"),
         ("FREQ=DAILY;INTERVAL=0", "INTERVAL must be between 1"),
         ("FREQ=DAILY;FREQ=WEEKLY", "FREQ is given twice"),
@@ -199,6 +199,7 @@ def test_rrule_count_and_until_exhaust_the_rule() -> None:
         ("FREQ=DAILY;WKST=XX", "WKST must be one of"),
         ("FREQ=YEARLY;BYEASTER=0", "unknown part BYEASTER"),
         ("FREQ=DAILY;BYHOUR=", "BYHOUR has no value"),
+        ("FREQ=DAILY;BYHOUR=" + "9" * 5000, r"BYHOUR=9{20}\.\.\. is out of range"),
     ],
 )
 def test_bad_rrule(rrule: str, message: str) -> None:

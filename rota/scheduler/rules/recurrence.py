@@ -98,7 +98,7 @@ _MAX_INTERVAL = {
     MINUTELY: 52_596_000,
     SECONDLY: 3_155_760_000,
 }
-_INTEGER = re.compile(r"^[+-]?[0-9]{1,10}$")
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
 _BYDAY_ITEM = re.compile(r"^([+-]?[0-9]{1,2})?(MO|TU|WE|TH|FR|SA|SU)$")
 _UNTIL_VALUE = re.compile(r"^[0-9]{8}(T[0-9]{6})?$")
 _FIXED_STEPS = {
@@ -206,7 +206,7 @@ def _params(text: str, body: str) -> dict[str, str]:
 
 def _check_parts(text: str, params: dict[str, str]) -> int:
     """Every part known to RFC 5545, in its range, allowed with FREQ; returns FREQ."""
-    bad = f"bad rrule {text!r}:"
+    bad = f"bad rrule {_cut(text, 200)!r}:"
     for name in params:
         if name not in _PARTS:
             raise RuleError(f"{bad} unknown part {name} (RFC 5545 parts: {', '.join(_PARTS)})")
@@ -254,9 +254,15 @@ def _check_parts(text: str, params: dict[str, str]) -> int:
     return freq
 
 
+def _cut(value: str, limit: int = 20) -> str:
+    return value if len(value) <= limit else value[:limit] + "..."
+
+
 def _whole(bad: str, name: str, value: str) -> int:
     if not _INTEGER.match(value):
-        raise RuleError(f"{bad} {name}={value} is not a whole number")
+        raise RuleError(f"{bad} {name}={_cut(value)} is not a whole number")
+    if len(value) > 18:  # far out of every range; int() of it is pointless work
+        return -(10**18) if value.startswith("-") else 10**18
     return int(value)
 
 
@@ -267,7 +273,7 @@ def _check_int_list(bad: str, name: str, value: str) -> None:
         if not lo <= abs(number) <= hi or (number < 0 and not signed):
             span = f"{lo} to {hi}" + (f" or -{hi} to -{lo}" if signed else "")
             leap = " (a leap second cannot be scheduled)" if name == "BYSECOND" else ""
-            raise RuleError(f"{bad} {name}={item.strip()} is out of range: {span}{leap}")
+            raise RuleError(f"{bad} {name}={_cut(item.strip())} is out of range: {span}{leap}")
 
 
 def _check_byday(bad: str, value: str, freq: int, weekno: bool) -> None:
