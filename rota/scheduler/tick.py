@@ -30,7 +30,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.jitter import run_after
-from rota.scheduler.misfire import Plan, PlannedJob, PlannedSkip, plan_due
+from rota.scheduler.misfire import Coalescing, Plan, PlannedJob, PlannedSkip, plan_due
 from rota.scheduler.overlap import decide_overlap
 from rota.shared.config.model import JobTypeSpec, OverlapPolicy, ScheduleSpec
 from rota.shared.events import emit
@@ -159,7 +159,16 @@ def materialize_batch(
             first = compiled.first_due(
                 row.definition_hash, rule, _cursor_of(row), row.next_fire_at
             )
-            plan = plan_due(rule, spec, first, clock, budget, skip_reason=skip_reason)
+            plan = plan_due(
+                rule,
+                spec,
+                first,
+                clock,
+                budget,
+                skip_reason=skip_reason,
+                carried=Coalescing(row.coalesce_from, row.coalesce_count),
+                last_counted=_cursor_of(row),
+            )
         except Exception as exc:  # a stored definition this rota cannot evaluate
             _set_aside(work, row, clock, exc)
             continue
@@ -315,6 +324,8 @@ def _plan_rows(
             None,
             skipped,
             coalesced,
+            coalesce_from=plan.coalescing.first,
+            coalesce_count=plan.coalescing.count,
         )
     )
     if row.set_aside_reason is not None:
