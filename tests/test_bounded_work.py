@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
+from rota.cli.main import main
 from rota.scheduler import misfire
 from rota.scheduler.misfire import WALK_LIMIT, Coalescing, OccurrenceLike, plan_due
 from rota.scheduler.rules import compile_rule
@@ -61,3 +62,67 @@ def test_a_days_outage_of_a_per_second_rule_is_one_job_made_in_bounded_transacti
     assert row["coalesced_count"] == 10_799
     (ledger,) = skips_of(engine)
     assert (ledger["reason"], ledger["count"]) == ("coalesced", 10_799)
+
+
+# --- backfill -------------------------------------------------------------------
+
+
+def backfill_cli(
+    capsys: pytest.CaptureFixture[str], db_url: str, start: str, end: str, *extra: str
+) -> tuple[int, str, str]:
+    code = main(["backfill", "s", "--from", start, "--to", end, *extra, "--db", db_url])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_backfill_of_a_century_of_seconds_is_counted_and_refused(
+    db_url: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    apply_specs(engine, spec(every=timedelta(seconds=1)))
+    code, _, err = backfill_cli(capsys, db_url, "1926-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+    assert code == 2
+    assert "has 3,155,760,000 occurrences, more than the limit of 10,000" in err
+    assert "nothing was created" in err
+    assert jobs_of(engine) == []
+
+
+def test_backfill_cap_is_raised_by_max(
+    db_url: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    apply_specs(engine, spec(rrule="FREQ=MINUTELY", every=None))  # walked, not by arithmetic
+    start, end = "2026-03-02T00:00:00Z", "2026-03-02T00:20:00Z"
+    code, _, err = backfill_cli(capsys, db_url, start, end, "--max", "10")
+    assert code == 2
+    assert "has more than 11 occurrences, more than the limit of 10" in err
+    assert jobs_of(engine) == []
+    code, out, _ = backfill_cli(capsys, db_url, start, end, "--max", "20")
+    assert code == 0
+    assert "20 created, 0 already existed" in out
+    code, _, err = backfill_cli(capsys, db_url, start, end, "--max", "0")
+    assert code == 2 and "--max must be between 1 and" in err
+
+
+def test_backfill_refuses_a_to_in_the_future(
+    db_url: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    apply_specs(engine, spec())
+    code, _, err = backfill_cli(capsys, db_url, "2026-01-01T00:00:00Z", "2999-01-01T00:00:00Z")
+    assert code == 2
+    assert "--to 2999-01-01T00:00:00Z is later than now" in err
+    assert jobs_of(engine) == []
+
+
+def test_backfill_dry_run_prints_the_count_and_the_first_and_last_keys(
+    db_url: str, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    apply_specs(engine, spec())
+    code, out, _ = backfill_cli(
+        capsys, db_url, "2026-03-02T00:00:00Z", "2026-03-02T00:10:00Z", "--dry-run"
+    )
+    assert code == 0
+    assert out.splitlines() == [
+        "s: 10 occurrences (dry run: nothing created)",
+        "  first: s@2026-03-02T00:00:00Z",
+        "  last:  s@2026-03-02T00:09:00Z",
+    ]
+    assert jobs_of(engine) == []
