@@ -221,7 +221,7 @@ def load_schedule_text(
 ) -> ScheduleFile:
     """Validate schedule file text; ``filename`` is what problems and the result name."""
     report = Report(filename)
-    now = now if now is not None else datetime.now(UTC)
+    rules = RuleCheck(now if now is not None else datetime.now(UTC))
     job_types: dict[str, JobTypeSpec] = {}
     schedules: dict[str, ScheduleSpec] = {}
     stored_lines: dict[str, int] = {}
@@ -237,7 +237,7 @@ def load_schedule_text(
             if (job_type := _job_type(e, report)) is not None:
                 job_types[e.key] = job_type
         for e in sections.get("schedules", []):
-            if (schedule := _schedule(e, defaults, declared, report, now)) is not None:
+            if (schedule := _schedule(e, defaults, declared, report, rules)) is not None:
                 schedules[e.key] = schedule
                 if declared is None:
                     stored_lines[e.key] = _job_type_line(e)
@@ -337,7 +337,7 @@ def _schedule(
     defaults: Mapping[str, Given],
     job_types: list[str] | None,
     report: Report,
-    now: datetime,
+    rules: RuleCheck,
 ) -> ScheduleSpec | None:
     owner = f"schedule {e.key!r}"
     before = len(report.problems)
@@ -350,12 +350,12 @@ def _schedule(
         report.add(e.value, f"{owner}: expected a mapping with job_type and cron, rrule or every")
         return None
     own, present = _read_fields(entries(e.value, owner, report), owner, SCHEDULE_FIELDS, report)
-    rules = [k for k in RULE_FIELDS if k in present]
-    if not rules:
+    kinds = [k for k in RULE_FIELDS if k in present]
+    if not kinds:
         report.add(e.key_node, f"{owner}: needs one of cron, rrule or every")
-    for extra in rules[1:]:
-        report.add(present[extra], f"{owner}: {rules[0]} and {extra} both given; keep exactly one")
-    is_every = rules[:1] == ["every"]
+    for extra in kinds[1:]:
+        report.add(present[extra], f"{owner}: {kinds[0]} and {extra} both given; keep exactly one")
+    is_every = kinds[:1] == ["every"]
     wrong_kind = CALENDAR_ONLY if is_every else ("anchor",)
     for key in wrong_kind:
         if key in present:
@@ -372,15 +372,39 @@ def _schedule(
             f"{owner}, job_type: unknown job type {job_type.value!r}{hint} "
             "(declare it under job_types)",
         )
-    if len(rules) != 1 or rules[0] not in merged:
+    if len(kinds) != 1 or kinds[0] not in merged:
         return None
     # Compiled even when other fields are wrong, so a bad rule is reported too.
-    spec = _compiled_schedule(e.key, merged, rules[0], owner, report, now)
+    spec = _compiled_schedule(e.key, merged, kinds[0], owner, report, rules)
     return spec if len(report.problems) == before else None
 
 
+class RuleCheck:
+    """``verify_rule`` at one instant, once per distinct rule of a file."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self._done: dict[tuple[Any, ...], RuleError | None] = {}
+
+    def verify(self, spec: ScheduleSpec) -> None:
+        # What decides the instants (as ScheduleSpec.rule_hash, without its JSON).
+        key = (
+            spec.cron, spec.rrule, spec.every, spec.anchor, spec.timezone, spec.dst,
+            spec.exclude_dates,
+        )  # fmt: skip
+        if key not in self._done:
+            try:
+                verify_rule(spec, self.now)
+                self._done[key] = None
+            except RuleError as exc:
+                self._done[key] = exc
+        error = self._done[key]
+        if error is not None:
+            raise error
+
+
 def _compiled_schedule(
-    name: str, merged: Mapping[str, Given], rule: str, owner: str, report: Report, now: datetime
+    name: str, merged: Mapping[str, Given], rule: str, owner: str, report: Report, rules: RuleCheck
 ) -> ScheduleSpec | None:
     """The spec, once its rule compiles (with the DST block completed by the rule's default)."""
     values = {k: g.value for k, g in merged.items() if k not in ("dst", "job_type")}
@@ -395,7 +419,7 @@ def _compiled_schedule(
                 ambiguous=given.get("ambiguous", default.ambiguous),
             )
             spec = dataclasses.replace(spec, dst=dst)
-        verify_rule(spec, now)
+        rules.verify(spec)
     except (RuleError, OverflowError) as exc:
         field = getattr(exc, "field", None)
         field = field if field is not None and field in merged else rule

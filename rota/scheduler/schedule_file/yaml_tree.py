@@ -64,6 +64,7 @@ _SCALAR_TAGS = frozenset(
     _TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp", "binary", "merge")
 )
 _SEQ_TAG = _TAG + "seq"
+_STR_TAG = _TAG + "str"
 _MAP_TAG = _TAG + "map"
 
 
@@ -333,6 +334,8 @@ def construct(node: Node) -> object:
 
     Raises ``ValueError`` for a value YAML cannot build (``2026-13-01``).
     """
+    if isinstance(node, ScalarNode) and node.tag == _STR_TAG:  # most values: no constructor
+        return node.value
     try:
         return SafeConstructor().construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
