@@ -7,7 +7,11 @@ instant handled) and the next occurrence. The tick turns the plan into rows.
 
 Ranges are counted by ``scan``: one occurrence at a time for calendar rules,
 by arithmetic for a fixed interval (``every:``), so a long outage is one
-ledger row and bounded work.
+ledger row and bounded work. No policy walks more than ``WALK_LIMIT``
+occurrences in one transaction: ``catch_up`` and ``skip`` record a longer
+range in several ledger rows; ``coalesce`` carries what it counted so far
+(``Coalescing``, stored on the schedule row) to the next transaction, and the
+one that reaches now makes the single job covering the whole range.
 """
 
 from __future__ import annotations
