@@ -69,13 +69,15 @@ def verify_rule(spec: ScheduleSpec, now: datetime) -> Rule:
     """
     rule = compile_rule(spec)
     start = now
-    expr = parse_rrule(spec.rrule) if spec.rrule is not None else None
+    walls = rule.walls if isinstance(rule, CalendarRule) else None
+    expr = walls.expr if isinstance(walls, RRuleWalls) else None  # parsed once, by compile_rule
     if expr is not None and expr.dtstart not in (DEFAULT_DTSTART, DEFAULT_WEEKLY_DTSTART):
         start = expr.dtstart.replace(tzinfo=load_zone(spec.timezone)).astimezone(UTC)
     first = rule.next_after(start - _TINY)
     if first is None or first.instant > start + SEARCH_HORIZON:
         raise RuleError(f"{spec.rule_text} never fires within 100 years of {start:%Y-%m-%d}")
-    rule.next_after(now)
+    if start != now:
+        rule.next_after(now)
     if expr is not None and expr.has_count:
         rule.next_after(now + SEARCH_HORIZON)
     return rule
