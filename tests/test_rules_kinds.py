@@ -15,6 +15,7 @@ from rota.scheduler.rules import (
     iter_range,
 )
 from rota.scheduler.rules.policy import FIXED_TIME_DEFAULT, REAL_TIME_DEFAULT
+from rota.scheduler.rules.recurrence import RuleTooCostly
 from rota.shared.timefmt import utc_key
 from tests.rules_helpers import SKIP_FIRST, at, instants, spec, walk
 
@@ -161,21 +162,93 @@ def test_rrule_count_and_until_exhaust_the_rule() -> None:
     [
         ("FREQ=FOO", "FREQ must be one of"),
         ("BYHOUR=2", "FREQ must be one of"),
-        ("FREQ=DAILY;BYHOUR=25", "hour must be in"),
+        ("FREQ=DAILY;BYHOUR=25", "BYHOUR=25 is out of range: 0 to 23"),
         ("FREQ=DAILY;UNTIL=20260101T000000Z", "drop the Z"),
         ("DTSTART;TZID=Europe/Berlin:20260101T000000\nRRULE:FREQ=DAILY", "no TZID"),
         ("DTSTART:20260101T000000Z\nRRULE:FREQ=DAILY", "no TZID, no Z"),
         ("FREQ=DAILY\nEXDATE:20260101T000000", "exclude_dates"),
         ("FREQ=DAILY;COUNT=3", "COUNT counts from DTSTART"),
         ("RRULE:FREQ=DAILY\nRRULE:FREQ=WEEKLY", "exactly one RRULE"),
-        ("FREQ=DAILY;FOO=1", "unknown parameter"),
+        ("FREQ=DAILY;FOO=1", "unknown part FOO"),
         ("FREQ=DAILY;BYHOUR", "not KEY=VALUE"),
         ("", "no RRULE"),
+        # RFC 5545's ranges and rules (hostile-input campaign)
+        ("FREQ=MINUTELY;BYSECOND=60", "BYSECOND=60 is out of range: 0 to 59 .a leap second"),
+        ("FREQ=YEARLY;BYWEEKNO=54", "BYWEEKNO=54 is out of range"),
+        ("FREQ=YEARLY;BYYEARDAY=367", "BYYEARDAY=367 is out of range"),
+        ("FREQ=YEARLY;BYYEARDAY=0", "BYYEARDAY=0 is out of range"),
+        ("FREQ=MONTHLY;BYMONTHDAY=-32", "BYMONTHDAY=-32 is out of range"),
+        ("FREQ=YEARLY;BYMONTH=13", "BYMONTH=13 is out of range"),
+        ("FREQ=DAILY;BYHOUR=-1", "BYHOUR=-1 is out of range"),
+        ("FREQ=DAILY;BYHOUR=٣", "not a whole number"),
+        ("DTSTART:20260101T000000\nRRULE:FREQ=DAILY;COUNT=-5", "COUNT must be between 1 and"),
+        ("DTSTART:19700101T000000\nRRULE:FREQ=SECONDLY;COUNT=999999999", "use UNTIL"),
+        ("FREQ=SECONDLY;INTERVAL=99999999999", "INTERVAL must be between 1 and"),
+        ("FREQ=YEARLY;INTERVAL=101", "INTERVAL must be between 1 and 100 for FREQ=YEARLY"),
+        ("FREQ=DAILY;INTERVAL=0", "INTERVAL must be between 1"),
+        ("FREQ=DAILY;FREQ=WEEKLY", "FREQ is given twice"),
+        ("FREQ=MONTHLY;BYWEEKNO=1", "BYWEEKNO cannot be used with FREQ=MONTHLY"),
+        ("FREQ=DAILY;BYYEARDAY=1", "BYYEARDAY cannot be used with FREQ=DAILY"),
+        ("FREQ=WEEKLY;BYMONTHDAY=1", "BYMONTHDAY cannot be used with FREQ=WEEKLY"),
+        ("FREQ=WEEKLY;BYDAY=2MO", "a numbered weekday needs FREQ=MONTHLY"),
+        ("FREQ=MONTHLY;BYDAY=6MO", "BYDAY=6MO is out of range: 1 to 5"),
+        ("FREQ=DAILY;BYDAY=XX", "BYDAY=XX is not like MO"),
+        ("FREQ=DAILY;BYSETPOS=1", "BYSETPOS needs another BYxxx part"),
+        ("FREQ=DAILY;COUNT=2;UNTIL=20270101", "COUNT or UNTIL, not both"),
+        ("FREQ=DAILY;UNTIL=tomorrow", "UNTIL must be like"),
+        ("FREQ=DAILY;WKST=XX", "WKST must be one of"),
+        ("FREQ=YEARLY;BYEASTER=0", "unknown part BYEASTER"),
+        ("FREQ=DAILY;BYHOUR=", "BYHOUR has no value"),
+        ("FREQ=DAILY;BYHOUR=" + "9" * 5000, r"BYHOUR=9{20}\.\.\. is out of range"),
     ],
 )
 def test_bad_rrule(rrule: str, message: str) -> None:
     with pytest.raises(RuleError, match=message):
         compile_rule(spec(rrule=rrule))
+
+
+def test_a_rule_that_never_matches_is_exhausted_after_a_bounded_search() -> None:
+    # dateutil alone scans every year up to 9999 (4 s) or every day (minutes).
+    never = compile_rule(spec(rrule="FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30"))
+    assert never.next_after(at("2026-01-01T00:00:00Z")) is None
+
+
+@pytest.mark.parametrize(
+    "rrule",
+    [
+        "FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30",
+        "FREQ=MINUTELY;BYMONTH=4;BYMONTHDAY=31",
+        "FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYHOUR=3;BYMINUTE=3;BYSECOND=3",
+        "FREQ=SECONDLY;BYYEARDAY=366;BYHOUR=23;BYMINUTE=59;BYSECOND=59",
+    ],
+)
+def test_a_rule_whose_next_occurrence_costs_too_much_is_refused(rrule: str) -> None:
+    """Sub-daily rules that match rarely: dateutil would walk seconds for years."""
+    rule = compile_rule(spec(rrule=rrule))
+    with pytest.raises(RuleTooCostly, match="takes more than 200,000 steps"):
+        rule.next_after(at("2026-01-01T00:00:00Z"))
+
+
+def test_metering_leaves_ordinary_rules_alone() -> None:
+    seconds = spec(rrule="FREQ=SECONDLY;BYHOUR=3")
+    assert instants(seconds, "2026-01-01T03:30:00Z", 2) == [
+        "2026-01-01T03:30:01Z",
+        "2026-01-01T03:30:02Z",
+    ]
+    # From 04:00 dateutil would step through 23 hours of seconds: too costly.
+    with pytest.raises(RuleTooCostly):
+        compile_rule(seconds).next_after(at("2026-01-01T04:00:00Z"))
+    # The same instants as a MINUTELY rule cost a step per minute.
+    minutes = spec(rrule="FREQ=MINUTELY;BYHOUR=3;BYSECOND=0,1")
+    assert instants(minutes, "2026-01-01T04:00:00Z", 2) == [
+        "2026-01-02T03:00:00Z",
+        "2026-01-02T03:00:01Z",
+    ]
+    leap = spec(rrule="FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;BYHOUR=3")
+    assert instants(leap, "2026-01-01T00:00:00Z", 2) == [
+        "2028-02-29T03:00:00Z",
+        "2032-02-29T03:00:00Z",
+    ]
 
 
 # --- every -------------------------------------------------------------------

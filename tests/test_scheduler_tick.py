@@ -261,3 +261,4 @@ def test_a_definition_that_cannot_be_evaluated_is_postponed_not_fatal(
     assert any(getattr(r, "event", None) == "schedule_failed" for r in caplog.records)
     row = schedule_row(engine, "bad")
     assert row["cursor_at"] == T0 and row["next_fire_at"] == T0 + 2 * MIN
+    assert row["set_aside_reason"].startswith("RuleError: bad cron 'nonsense'")

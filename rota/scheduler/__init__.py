@@ -40,9 +40,10 @@ Replicas
     sleeps until the earliest ``next_fire_at`` (at most ``max_sleep``, 1 s by
     default) and wakes at once on PostgreSQL ``NOTIFY rota_schedules``, sent
     by apply, pause, resume and trigger; SQLite replicas notice such changes
-    within ``max_sleep``. A stored definition that cannot be evaluated is
-    logged (``schedule_failed``) and looked at again a minute later; it never
-    stops the other schedules.
+    within ``max_sleep``. A schedule that cannot be evaluated or whose jobs the
+    database refuses is set aside with its reason (``schedules.set_aside_reason``,
+    shown by ``rota schedules``), logged once (``schedule_failed``) and looked at
+    again a minute later; it never stops the other schedules.
 
 Misfires (``scheduler.misfire``, pure)
     An occurrence is late when ``now - instant > grace`` as the tick reaches it.

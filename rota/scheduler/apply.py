@@ -84,10 +84,20 @@ def apply_file(
 def apply_schedule_file(
     engine: Engine, sf: ScheduleFile, *, dry_run: bool = False, now: datetime | None = None
 ) -> ApplyResult:
+    """Apply ``sf``: the rules are evaluated first, then one short transaction writes.
+
+    The transaction holds SQLite's write lock (PostgreSQL: the apply lock), so
+    no rule is evaluated inside it unless a schedule's cursor moved past the
+    apply instant meanwhile, and each evaluation is bounded (the rule engine
+    gives up past its horizon or its step budget).
+    """
+    with engine.begin() as conn:
+        clock = read_clock(conn, now)
+    first_fires = {name: _next_fire(spec, clock) for name, spec in sf.schedules.items()}
     with engine.connect() as conn:
         trans = conn.begin()
         try:
-            result = _apply(conn, sf, dry_run=dry_run, now=now)
+            result = _apply(conn, sf, clock, first_fires, dry_run=dry_run)
         except BaseException:
             trans.rollback()
             raise
@@ -101,9 +111,13 @@ def apply_schedule_file(
 
 
 def _apply(
-    conn: Connection, sf: ScheduleFile, *, dry_run: bool, now: datetime | None
+    conn: Connection,
+    sf: ScheduleFile,
+    clock: datetime,
+    first_fires: Mapping[str, datetime | None],
+    *,
+    dry_run: bool,
 ) -> ApplyResult:
-    clock = read_clock(conn, now)
     rows = lock_all_schedules(conn)
     job_type_changes = upsert_job_types(conn, sf.job_types.values())
     _refuse_unknown_stored_job_types(conn, sf)
@@ -114,27 +128,28 @@ def _apply(
     for name, spec in sorted(sf.schedules.items()):
         row = rows.get(name)
         if row is None:
-            insert_schedule(conn, spec, clock, _next_fire(spec, clock))
+            insert_schedule(conn, spec, clock, first_fires[name])
             added.append(name)
             continue
-        old = ScheduleSpec.from_json(row["definition"])
         was_removed = bool(row["removed"])
         if row["definition_hash"] == spec.definition_hash() and not was_removed:
             unchanged += 1
             continue
-        move = was_removed or old.rule_hash() != spec.rule_hash()
+        old = _stored_spec(row["definition"])
+        # A stored definition this rota cannot read keeps its cursor: it was set aside.
+        move = was_removed or (old is not None and old.rule_hash() != spec.rule_hash())
         cursor = _later(row["cursor_at"], clock)
-        redefine_schedule(
-            conn,
-            spec,
-            cursor_at=cursor,
-            next_fire_at=_next_fire(spec, cursor) if move else None,
-            move_cursor=move,
-        )
+        if move:
+            nxt = first_fires[name] if cursor == clock else _next_fire(spec, cursor)
+        else:
+            # A set-aside schedule is due again at once: its misfire policy
+            # decides what the time it was set aside missed.
+            nxt = clock if row["set_aside_reason"] is not None or old is None else None
+        redefine_schedule(conn, spec, cursor_at=cursor, next_fire_at=nxt, move_cursor=move)
         if was_removed:
             revived.append(name)
         else:
-            changed[name] = _changed_fields(old, spec)
+            changed[name] = _changed_fields(row["definition"], spec)
     removed = sorted(n for n, r in rows.items() if n not in sf.schedules and not r["removed"])
     mark_removed_if_present(conn, removed)
     result = ApplyResult(
@@ -179,8 +194,15 @@ def _later(cursor: datetime | None, clock: datetime) -> datetime:
     return clock if cursor is None or cursor < clock else cursor
 
 
-def _changed_fields(old: ScheduleSpec, new: ScheduleSpec) -> tuple[str, ...]:
-    a: dict[str, Any] = old.to_json()
+def _stored_spec(definition: Any) -> ScheduleSpec | None:
+    try:
+        return ScheduleSpec.from_json(definition)
+    except Exception:  # written by another rota, or around `rota check`
+        return None
+
+
+def _changed_fields(old: Any, new: ScheduleSpec) -> tuple[str, ...]:
+    a: dict[str, Any] = old if isinstance(old, dict) else {}
     b: dict[str, Any] = new.to_json()
     return tuple(k for k in b if a.get(k) != b.get(k))
 

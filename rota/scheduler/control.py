@@ -11,7 +11,11 @@
   asked for it. A paused schedule can be triggered; a removed one cannot.
 * backfill: every occurrence in ``[from, to)`` with its regular key, in batches
   of ``batch`` per transaction; existing keys are counted, not duplicated, so
-  running it twice makes nothing new. The cursor does not move.
+  running it twice makes nothing new. The cursor does not move. The range is
+  counted first, without making a row (by arithmetic for ``every:`` rules, so
+  a century of seconds is one division): more than ``limit`` occurrences
+  (default ``BACKFILL_LIMIT``) or a ``to`` later than now is refused, and
+  nothing is created.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from sqlalchemy import Connection, Engine, RowMapping
 
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.jitter import run_after
+from rota.scheduler.misfire import repeat_period, scan
 from rota.scheduler.rules import compile_rule
 from rota.scheduler.tick import TickResult, materialize_batch
 from rota.shared.config.model import JobTypeSpec, ScheduleSpec
@@ -41,11 +46,12 @@ from rota.shared.queries.schedules import (
     schedule_names,
 )
 from rota.shared.states import SkipReason
-from rota.shared.timefmt import occurrence_key
+from rota.shared.timefmt import occurrence_key, utc_key
 
 log = logging.getLogger("rota.scheduler")
 
 BACKFILL_BATCH = 500
+BACKFILL_LIMIT = 10_000
 
 
 class UnknownSchedule(LookupError):
@@ -82,6 +88,21 @@ class BackfillResult:
     created: int
     existing: int
     dst_skipped: int
+
+
+@dataclass(frozen=True)
+class BackfillCount:
+    """The occurrences of ``[from, to)``, counted without making any."""
+
+    count: int  # regular occurrences; with ``exact`` False: at least this many
+    exact: bool
+    first_key: str | None
+    last_key: str | None  # None when not counted that far
+    dst_skipped: int
+
+
+class BackfillRefused(ValueError):
+    """A backfill that would be too large, or reach past now: nothing was created."""
 
 
 def _require(conn: Connection, name: str, *, lock: bool = False) -> RowMapping:
@@ -148,10 +169,65 @@ def trigger(engine: Engine, name: str, now: datetime | None = None) -> TriggerRe
     return TriggerResult(job.job_id, key, clock)
 
 
+def count_backfill(
+    engine: Engine,
+    name: str,
+    start: datetime,
+    end: datetime,
+    limit: int = BACKFILL_LIMIT,
+    now: datetime | None = None,
+) -> BackfillCount:
+    """Count the occurrences of ``name`` in ``[start, end)``, walking at most ``limit + 1``.
+
+    Raises ``BackfillRefused`` when ``end`` is later than now (the database clock).
+    """
+    with engine.begin() as conn:
+        row = _require(conn, name)
+        if row["removed"]:
+            raise ScheduleRemoved(name)
+        spec = ScheduleSpec.from_json(row["definition"])
+        clock = read_clock(conn, now)
+    if end > clock:
+        raise BackfillRefused(
+            f"--to {utc_key(end)} is later than now ({utc_key(clock)}): backfill makes "
+            "past occurrences; the scheduler makes the future ones"
+        )
+    rule = compile_rule(spec)
+    step = spec.every if spec.every is not None and not spec.exclude_dates else None
+    first = rule.next_after(start - timedelta(microseconds=1))
+    span = scan(rule, first, end, step, repeat_period(spec), limit=limit + 1)
+    exact = span.next is None or span.next.instant >= end
+    return BackfillCount(
+        count=span.count,
+        exact=exact,
+        first_key=occurrence_key(name, span.first) if span.first else None,
+        last_key=occurrence_key(name, span.last) if span.last and exact else None,
+        dst_skipped=span.dst_count,
+    )
+
+
 def backfill(
-    engine: Engine, name: str, start: datetime, end: datetime, batch: int = BACKFILL_BATCH
+    engine: Engine,
+    name: str,
+    start: datetime,
+    end: datetime,
+    batch: int = BACKFILL_BATCH,
+    *,
+    limit: int = BACKFILL_LIMIT,
+    now: datetime | None = None,
 ) -> BackfillResult:
-    """Make every occurrence of ``name`` in ``[start, end)`` that has no job yet."""
+    """Make every occurrence of ``name`` in ``[start, end)`` that has no job yet.
+
+    Refused (``BackfillRefused``, nothing created) past ``limit`` occurrences
+    or with ``end`` later than now.
+    """
+    counted = count_backfill(engine, name, start, end, limit, now)
+    if not counted.exact or counted.count > limit:
+        raise BackfillRefused(
+            f"{name} [{utc_key(start)}, {utc_key(end)}) has "
+            f"{'more than ' if not counted.exact else ''}{counted.count:,} occurrences, "
+            f"more than the limit of {limit:,}: nothing was created; give --max N to raise it"
+        )
     with engine.begin() as conn:
         row = _require(conn, name)
         if row["removed"]:

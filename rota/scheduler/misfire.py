@@ -7,7 +7,11 @@ instant handled) and the next occurrence. The tick turns the plan into rows.
 
 Ranges are counted by ``scan``: one occurrence at a time for calendar rules,
 by arithmetic for a fixed interval (``every:``), so a long outage is one
-ledger row and bounded work.
+ledger row and bounded work. No policy walks more than ``WALK_LIMIT``
+occurrences in one transaction: ``catch_up`` and ``skip`` record a longer
+range in several ledger rows; ``coalesce`` carries what it counted so far
+(``Coalescing``, stored on the schedule row) to the next transaction, and the
+one that reaches now makes the single job covering the whole range.
 """
 
 from __future__ import annotations
@@ -74,11 +78,20 @@ class PlannedSkip:
 
 
 @dataclass(frozen=True)
+class Coalescing:
+    """A coalesced range counted over several transactions: its first instant and count."""
+
+    first: datetime | None = None
+    count: int = 0
+
+
+@dataclass(frozen=True)
 class Plan:
     jobs: tuple[PlannedJob, ...]
     skips: tuple[PlannedSkip, ...]  # misfire / dst / paused ranges (coalesced: see PlannedJob)
     cursor: datetime | None  # newest instant handled; None: nothing handled
     next: OccurrenceLike | None  # the first occurrence not yet handled
+    coalescing: Coalescing = Coalescing()  # what the next transaction goes on counting
 
     @property
     def skipped(self) -> int:
@@ -137,7 +150,7 @@ def scan(
             next=rule.next_after(last),
         )
     if period is not None and start.instant + 3 * period < end:
-        return _scan_periodic(rule, start, end, period)
+        return _scan_periodic(rule, start, end, period, limit)
     return _walk(rule, start, end, limit)
 
 
@@ -165,17 +178,19 @@ def _walk(
 
 
 def _scan_periodic(
-    rule: RuleLike, start: OccurrenceLike, end: datetime, period: timedelta
+    rule: RuleLike, start: OccurrenceLike, end: datetime, period: timedelta, limit: int | None
 ) -> Span:
     """Walk one period, multiply, and walk the remainder (no DST-skipped occurrences)."""
-    sample = _walk(rule, start, start.instant + period)
-    if sample.count == 0 or sample.dst_count or sample.last is None:
-        return _walk(rule, start, end)
+    sample = _walk(rule, start, start.instant + period, limit)
+    if sample.count == 0 or sample.dst_count or sample.last is None or sample.next is None:
+        return _walk(rule, start, end, limit)
+    if sample.next.instant < start.instant + period:  # the limit cut the period short
+        return sample
     k = (end - start.instant) // period  # whole periods from start, >= 3
     base = start.instant + k * period
-    tail = _walk(rule, rule.next_after(base - _TINY), end)
-    if tail.dst_count:
-        return _walk(rule, start, end)
+    tail = _walk(rule, rule.next_after(base - _TINY), end, limit)
+    if tail.dst_count or (tail.next is not None and tail.next.instant < end):
+        return _walk(rule, start, end, limit)
     shift = (k - 1) * period
     last_full = sample.last + shift
     penultimate_full = (
@@ -274,10 +289,10 @@ class _Builder:
             occ = rule.next_after(occ.instant)
         return occ
 
-    def plan(self, nxt: OccurrenceLike | None) -> Plan:
+    def plan(self, nxt: OccurrenceLike | None, coalescing: Coalescing = Coalescing()) -> Plan:
         if self.dst:
             self.skips.append(PlannedSkip(SkipReason.DST, self.dst[0], self.dst[-1], len(self.dst)))
-        return Plan(tuple(self.jobs), tuple(self.skips), self.cursor, nxt)
+        return Plan(tuple(self.jobs), tuple(self.skips), self.cursor, nxt, coalescing)
 
 
 def plan_due(
@@ -288,14 +303,32 @@ def plan_due(
     budget: int,
     *,
     skip_reason: SkipReason = SkipReason.MISFIRE,
+    carried: Coalescing = Coalescing(),
+    last_counted: datetime | None = None,
 ) -> Plan:
     """Decide the due occurrences from ``first`` (the oldest unhandled) up to ``now``.
 
     ``skip_reason`` names skipped ranges (``paused`` when resuming). At most
     ``budget`` jobs are planned; when it runs out, ``Plan.next`` is still due
-    and the next transaction goes on from there.
+    and the next transaction goes on from there. ``carried`` is a coalesced
+    range an earlier transaction counted (``last_counted``: the newest instant
+    it handled); it ends in one job once the count reaches now.
     """
     b = _Builder(skip_reason)
+    if carried.count:
+        if budget < 1:
+            return b.plan(first, carried)
+        if first is None or first.instant > now:
+            # Nothing more is due (the rule changed or ended): the counted
+            # range becomes its job now, keyed by its newest instant.
+            if last_counted is not None:
+                b.jobs.append(_covering(last_counted, carried.first, carried.count, None))
+            return b.plan(first)
+        step = spec.every if spec.every is not None and not spec.exclude_dates else None
+        end = now + timedelta(microseconds=1)
+        return _coalesce(
+            b, rule, first, end, now, step, repeat_period(spec), carried, last_counted
+        )
     if first is None or first.instant > now:
         return b.plan(first)
     catch_up = spec.misfire is MisfirePolicy.CATCH_UP
@@ -312,22 +345,43 @@ def plan_due(
         if older.next is not None and older.next.instant < cutoff:
             return b.plan(older.next)  # walked as far as one transaction may: go on next time
         return b.plan(b.one_by_one(rule, older.next, now, budget))
-    # coalesce: some are late (beyond grace)
+    # coalesce: some are late (beyond grace). Counted at most WALK_LIMIT
+    # occurrences per transaction: a longer range is carried in `coalescing`
+    # (stored on the schedule) until the walk reaches now and one job covers it all.
     if budget < 1:
-        return b.plan(b.one_by_one(rule, first, now, budget))
-    due = scan(rule, first, end_of_due, step, period)
+        return b.plan(b.one_by_one(rule, first, now, budget), carried)
+    return _coalesce(b, rule, first, end_of_due, now, step, period, carried, last_counted)
+
+
+def _coalesce(
+    b: _Builder,
+    rule: RuleLike,
+    first: OccurrenceLike | None,
+    end_of_due: datetime,
+    now: datetime,
+    step: timedelta | None,
+    period: timedelta | None,
+    carried: Coalescing,
+    last_counted: datetime | None,
+) -> Plan:
+    due = scan(rule, first, end_of_due, step, period, limit=WALK_LIMIT)
     b.dst_span(due)
     b.handled(due.newest)
-    if due.count == 1 and due.last is not None:
-        b.jobs.append(PlannedJob(due.last))
-    elif due.count >= 2 and due.first is not None and due.last is not None:
-        assert due.penultimate is not None
-        b.jobs.append(
-            PlannedJob(
-                due.last,
-                covers_from=due.first,
-                covers_count=due.count,
-                folded_last=due.penultimate,
-            )
-        )
+    count = carried.count + due.count
+    since = carried.first or due.first
+    if due.next is not None and due.next.instant <= now:  # cut by the limit: go on next time
+        return b.plan(due.next, Coalescing(since, count))
+    last = due.last if due.last is not None else last_counted
+    if count and last is not None:
+        penultimate = due.penultimate if due.count >= 2 else last_counted
+        b.jobs.append(_covering(last, since, count, penultimate))
     return b.plan(due.next)
+
+
+def _covering(
+    last: datetime, since: datetime | None, count: int, penultimate: datetime | None
+) -> PlannedJob:
+    """The one job of a coalesced range: keyed by its newest occurrence, covering ``count``."""
+    if count == 1 or since is None:
+        return PlannedJob(last)
+    return PlannedJob(last, covers_from=since, covers_count=count, folded_last=penultimate or since)

@@ -5,6 +5,15 @@ goes in one multi-row ``INSERT ... ON CONFLICT DO NOTHING RETURNING``, the
 ledger rows in one INSERT, and the cursors in one UPDATE, all in one
 transaction. Events are logged after the commit, so a rolled-back batch logs
 nothing it did not do.
+
+One bad schedule never stops the others. A schedule whose stored definition
+cannot be evaluated, whose rows cannot be built, or whose jobs the database
+refuses (a value written around ``rota check``) is *set aside*: its cursor
+stays, its reason is stored on the row (``rota schedules`` shows it), it is
+logged once (``schedule_failed``), and it is looked at again after
+``RETRY_BROKEN``. The insert runs in a savepoint; when the database refuses
+the batch, each schedule's jobs are inserted in a savepoint of their own, so
+the healthy ones still commit. The next advance that works clears the reason.
 """
 
 from __future__ import annotations
@@ -17,10 +26,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.jitter import run_after
-from rota.scheduler.misfire import Plan, PlannedJob, PlannedSkip, plan_due
+from rota.scheduler.misfire import Coalescing, Plan, PlannedJob, PlannedSkip, plan_due
 from rota.scheduler.overlap import decide_overlap
 from rota.shared.config.model import JobTypeSpec, OverlapPolicy, ScheduleSpec
 from rota.shared.events import emit
@@ -83,11 +93,32 @@ class _Work:
     planned: list[PlannedJob] = field(default_factory=list)
     skips: list[SkipRecord] = field(default_factory=list)
     advances: list[CursorAdvance] = field(default_factory=list)
-    cancel: list[uuid.UUID] = field(default_factory=list)
+    cancel: list[tuple[str, uuid.UUID]] = field(default_factory=list)  # (schedule, job)
     events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
 
     def event(self, name: str, level: int = logging.INFO, **fields: Any) -> None:
         self.events.append((name, level, fields))
+
+    def mark(self) -> tuple[int, ...]:
+        return tuple(len(part) for part in self._parts())
+
+    def undo(self, mark: tuple[int, ...]) -> None:
+        """Forget what was added since ``mark``."""
+        for part, length in zip(self._parts(), mark, strict=True):
+            del part[length:]
+
+    def drop(self, names: set[str]) -> None:
+        """Forget everything of these schedules."""
+        keep = [i for i, j in enumerate(self.jobs) if j.schedule_name not in names]
+        self.jobs[:] = [self.jobs[i] for i in keep]
+        self.planned[:] = [self.planned[i] for i in keep]
+        self.skips[:] = [r for r in self.skips if r.schedule_name not in names]
+        self.advances[:] = [a for a in self.advances if a.name not in names]
+        self.cancel[:] = [c for c in self.cancel if c[0] not in names]
+        self.events[:] = [e for e in self.events if e[2].get("schedule") not in names]
+
+    def _parts(self) -> tuple[list[Any], ...]:
+        return (self.jobs, self.planned, self.skips, self.advances, self.cancel, self.events)
 
 
 def materialize_batch(
@@ -131,9 +162,18 @@ def materialize_batch(
             first = compiled.first_due(
                 row.definition_hash, rule, _cursor_of(row), row.next_fire_at
             )
-            plan = plan_due(rule, spec, first, clock, budget, skip_reason=skip_reason)
+            plan = plan_due(
+                rule,
+                spec,
+                first,
+                clock,
+                budget,
+                skip_reason=skip_reason,
+                carried=Coalescing(row.coalesce_from, row.coalesce_count),
+                last_counted=_cursor_of(row),
+            )
         except Exception as exc:  # a stored definition this rota cannot evaluate
-            _postpone(work, row, clock, exc)
+            _set_aside(work, row, clock, exc)
             continue
         compiled.remember_next(row.definition_hash, plan.next)
         budget -= len(plan.jobs)
@@ -147,9 +187,14 @@ def materialize_batch(
     unfinished = unfinished_jobs_of_schedules(conn, overlap_names)
     job_types = load_job_types(conn)
     for row, spec, plan in planned:
-        _plan_rows(work, row, spec, plan, unfinished.get(row.name, []), job_types)
+        mark = work.mark()
+        try:
+            _plan_rows(work, row, spec, plan, unfinished.get(row.name, []), job_types)
+        except Exception as exc:  # a stored value that cannot make a row (huge jitter...)
+            work.undo(mark)
+            _set_aside(work, row, clock, exc)
 
-    inserted = insert_jobs_or_skip(conn, work.jobs)
+    inserted = _insert(conn, work, {r.name: r for r in due}, clock)
     last_job: dict[str, uuid.UUID] = {}
     for job, pj in zip(work.jobs, work.planned, strict=True):
         assert job.schedule_name is not None
@@ -163,7 +208,9 @@ def materialize_batch(
     result.created = len(inserted)
     result.conflicts = len(work.jobs) - len(inserted)
     # The replaced runs: same statement and requester semantics as `rota cancel`.
-    result.cancel_requested = sum(request_cancel(conn, j, now=now).changed for j in work.cancel)
+    result.cancel_requested = sum(
+        request_cancel(conn, j, now=now).changed for _, j in work.cancel
+    )
     record_skips(conn, work.skips)
     advances = [
         a._replace(last_job_id=last_job[a.name]) if a.name in last_job else a
@@ -223,7 +270,7 @@ def _plan_rows(
     job_types: Mapping[str, JobTypeSpec],
 ) -> None:
     decision = decide_overlap(spec.overlap, plan.jobs, unfinished)
-    work.cancel.extend(decision.cancel)
+    work.cancel.extend((row.name, j) for j in decision.cancel)
     if decision.cancel:
         work.event(
             "overlap_replaced", schedule=row.name, cancel_requested=len(decision.cancel)
@@ -285,27 +332,88 @@ def _plan_rows(
             None,
             skipped,
             coalesced,
+            coalesce_from=plan.coalescing.first,
+            coalesce_count=plan.coalescing.count,
         )
     )
+    if row.set_aside_reason is not None:
+        work.event("schedule_set_aside_cleared", schedule=name)
 
 
-def _postpone(work: _Work, row: DueSchedule, clock: datetime, exc: Exception) -> None:
-    """Keep the cursor, look again after ``RETRY_BROKEN``: one bad row never stalls the rest."""
-    work.event(
-        "schedule_failed",
-        logging.ERROR,
-        schedule=row.name,
-        error=f"{type(exc).__name__}: {exc}",
-        retry_in=f"{RETRY_BROKEN.total_seconds():.0f}s",
-    )
+def _insert(
+    conn: Connection, work: _Work, rows: Mapping[str, DueSchedule], clock: datetime
+) -> set[uuid.UUID]:
+    """Insert the batch's jobs; when the database refuses them, each schedule's apart.
+
+    A schedule whose own jobs are refused is set aside; the others go in.
+    Losing the connection is no value's fault: that propagates.
+    """
+    if not work.jobs:
+        return set()
+    try:
+        with conn.begin_nested():
+            return insert_jobs_or_skip(conn, work.jobs)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:  # some schedule's value was refused: find which, below
+        pass
+    by_schedule: dict[str, list[NewJob]] = {}
+    for job in work.jobs:
+        assert job.schedule_name is not None
+        by_schedule.setdefault(job.schedule_name, []).append(job)
+    inserted: set[uuid.UUID] = set()
+    refused: dict[str, Exception] = {}
+    for name, jobs in by_schedule.items():
+        try:
+            with conn.begin_nested():
+                inserted |= insert_jobs_or_skip(conn, jobs)
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:  # this schedule's values: set it aside
+            refused[name] = exc
+    work.drop(set(refused))
+    for name, error in refused.items():
+        _set_aside(work, rows[name], clock, error)
+    return inserted
+
+
+MAX_REASON = 1_000
+
+
+def _set_aside(work: _Work, row: DueSchedule, clock: datetime, exc: Exception) -> None:
+    """Keep the cursor, store why, look again after ``RETRY_BROKEN``; log it once.
+
+    One bad row never stalls the rest. The reason is logged when it is new,
+    not on every retry.
+    """
+    reason = _reason(exc)
+    if reason != row.set_aside_reason:
+        work.event(
+            "schedule_failed",
+            logging.ERROR,
+            schedule=row.name,
+            error=reason,
+            retry_in=f"{RETRY_BROKEN.total_seconds():.0f}s",
+        )
     work.advances.append(
         CursorAdvance(
             name=row.name,
             expected_next_fire_at=row.next_fire_at,
             cursor_at=_cursor_of(row),
             next_fire_at=clock + RETRY_BROKEN,
+            set_aside_reason=reason,
+            coalesce_from=row.coalesce_from,
+            coalesce_count=row.coalesce_count,
         )
     )
+
+
+def _reason(exc: BaseException) -> str:
+    """``Type: message``, first line, storable (no NUL, no lone surrogate), bounded."""
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = f"{type(exc).__name__}: {text[0] if text else ''}"
+    reason = reason.replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
+    return reason[: MAX_REASON - 3] + "..." if len(reason) > MAX_REASON else reason
 
 
 def _cursor_of(row: DueSchedule) -> datetime:

@@ -38,6 +38,8 @@ SQLITE_BUSY_TIMEOUT_MS = 60_000
 # A schema name becomes part of NOTIFY channel names (at most 63 bytes), so it
 # is kept short and plain: no quoting is ever needed.
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
+# A host name, an IPv4 or IPv6 address, or libpq's comma-separated list of them.
+_HOST = re.compile(r"^[A-Za-z0-9._:%,-]+$")
 _OPTIONS_SEARCH_PATH = re.compile(r"-c\s*search_path=(\S+)")
 
 
@@ -89,6 +91,13 @@ def parse_url(url: str) -> URL:
         raise BadDatabaseSetting(
             "the database URL has an '@' or '/' after its host part: a password holding "
             "'@', ':' or '/' must be percent-encoded (@ as %40, : as %3A, / as %2F)"
+        )
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise BadDatabaseSetting("the database URL's port must be a number from 1 to 65535")
+    if parsed.host is not None and not _HOST.match(parsed.host):
+        raise BadDatabaseSetting(
+            "the database URL's host is not a host name or an address (an IPv6 address "
+            f"goes in brackets, like [::1]): {example}"
         )
     return parsed
 

@@ -6,11 +6,19 @@ import re
 from datetime import timedelta
 
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+# ASCII digits only: \d would take other scripts' digits too ("\u0663s").
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
+_MAX_TEXT = 64
+# No duration is longer than this (each field has its own, smaller range).
+MAX_DURATION = timedelta(days=36_525)  # 100 years
 _ORDER = ["d", "h", "m", "s", "ms"]
 
 
 class DurationError(ValueError):
+    pass
+
+
+class DurationTooLong(DurationError):
     pass
 
 
@@ -26,6 +34,8 @@ def parse_duration(text: object) -> timedelta:
     last_rank = -1
     if not s:
         raise DurationError("empty duration")
+    if len(s) > _MAX_TEXT:
+        raise DurationError(f"bad duration {s[:20]!r}...: at most {_MAX_TEXT} characters")
     while pos < len(s):
         m = _PART.match(s, pos)
         if m is None:
@@ -39,6 +49,10 @@ def parse_duration(text: object) -> timedelta:
         last_rank = rank
         total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
         pos = m.end()
+    if total > MAX_DURATION.total_seconds():
+        raise DurationTooLong(
+            f"duration {s!r} is longer than {format_duration(MAX_DURATION)} (100 years)"
+        )
     return timedelta(seconds=total)
 
 

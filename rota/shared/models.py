@@ -220,6 +220,13 @@ schedules = Table(
     Column("coalesced_count", BigInteger, nullable=False, server_default="0"),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # Why the scheduler set this schedule aside (it could not evaluate or
+    # insert it); null once it fires again or a corrected `rota apply`.
+    Column("set_aside_reason", Text),
+    # misfire: coalesce, a long range counted over several transactions: its
+    # first instant and the occurrences counted so far, until the one job is made.
+    Column("coalesce_from", UTCDateTime()),
+    Column("coalesce_count", BigInteger, nullable=False, server_default="0"),
     Index(
         "ix_schedules_due",
         "next_fire_at",

@@ -6,7 +6,15 @@ import argparse
 from typing import Any
 
 from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
-from rota.scheduler.control import ScheduleRemoved, UnknownSchedule, backfill
+from rota.scheduler.control import (
+    BACKFILL_LIMIT,
+    BackfillCount,
+    BackfillRefused,
+    ScheduleRemoved,
+    UnknownSchedule,
+    backfill,
+    count_backfill,
+)
 from rota.shared.timefmt import parse_instant, utc_key
 
 
@@ -22,10 +30,38 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("name", metavar="NAME", help="the schedule")
     p.add_argument("--from", dest="start", required=True, metavar="ISO", help="inclusive")
-    p.add_argument("--to", dest="end", required=True, metavar="ISO", help="exclusive")
+    p.add_argument(
+        "--to", dest="end", required=True, metavar="ISO", help="exclusive; not after now"
+    )
+    p.add_argument(
+        "--max",
+        dest="limit",
+        type=int,
+        default=BACKFILL_LIMIT,
+        metavar="N",
+        help=f"refuse more than N occurrences (default {BACKFILL_LIMIT:,})",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the count and the first and last keys"
+    )
     add_db_option(p)
     add_config_option(p)
     p.set_defaults(func=run)
+
+
+MAX_LIMIT = 1_000_000_000
+
+
+def _dry_run(args: argparse.Namespace, counted: BackfillCount) -> int:
+    more = "" if counted.exact else "more than "
+    print(f"{args.name}: {more}{counted.count:,} occurrences (dry run: nothing created)")
+    print(f"  first: {counted.first_key or '-'}")
+    print(f"  last:  {counted.last_key or ('-' if counted.exact else '(not counted that far)')}")
+    if counted.dst_skipped:
+        print(f"  {counted.dst_skipped} skipped by the DST policy")
+    if not counted.exact or counted.count > args.limit:
+        print(f"  more than --max {args.limit:,}: the real run would be refused")
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,10 +72,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if end <= start:
         raise UserError(f"--to {utc_key(end)} must be later than --from {utc_key(start)}")
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise UserError(f"--max must be between 1 and {MAX_LIMIT:,}, got {args.limit}")
     with open_database(args) as engine:
         try:
-            result = backfill(engine, args.name, start, end)
-        except (UnknownSchedule, ScheduleRemoved) as exc:
+            if args.dry_run:
+                return _dry_run(args, count_backfill(engine, args.name, start, end, args.limit))
+            result = backfill(engine, args.name, start, end, limit=args.limit)
+        except (UnknownSchedule, ScheduleRemoved, BackfillRefused) as exc:
             raise UserError(str(exc)) from None
     line = (
         f"{args.name} [{utc_key(start)}, {utc_key(end)}): {result.created} created, "

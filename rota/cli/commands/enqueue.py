@@ -40,12 +40,20 @@ def _parse_args_json(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise UserError(f"--args: not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise UserError("--args: nested too deeply") from None
+    except ValueError as exc:  # NaN/Infinity, or an integer of more than 4,300 digits
+        raise UserError(f"--args: {str(exc).split(':')[0]}") from None
     if not isinstance(value, dict):
         raise UserError('--args: must be a JSON object, like \'{"region": "eu"}\'')
     return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def run(args: argparse.Namespace) -> int:

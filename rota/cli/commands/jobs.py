@@ -13,6 +13,7 @@ from rota.shared.queries.jobs_read import database_now, list_jobs
 from rota.shared.states import ALL_STATES
 
 TABLE_LIMIT = 100
+MAX_LIMIT = 10_000_000
 
 
 def register(subparsers: Any) -> None:
@@ -37,8 +38,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be at least 1, got {args.limit}")
+    if args.limit is not None and not 1 <= args.limit <= MAX_LIMIT:
+        raise UserError(f"--limit must be between 1 and {MAX_LIMIT:,}, got {args.limit}")
     limit = args.limit if args.limit is not None else (None if args.json else TABLE_LIMIT)
     with open_database(args) as engine, engine.connect() as conn:
         now = database_now(conn)

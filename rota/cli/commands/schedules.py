@@ -34,22 +34,31 @@ def _instant(value: datetime | None) -> str | None:
 def _local(value: datetime | None, zone: str) -> str | None:
     if value is None:
         return None
-    return value.astimezone(ZoneInfo(zone)).isoformat()
+    try:
+        return value.astimezone(ZoneInfo(zone)).isoformat()
+    except (ValueError, OSError):  # a zone this machine does not know
+        return None
 
 
 def describe(
     row: RowMapping, totals: dict[str, int], latest: dict[str, RowMapping]
 ) -> dict[str, Any]:
-    spec = ScheduleSpec.from_json(row["definition"])
+    try:
+        spec: ScheduleSpec | None = ScheduleSpec.from_json(row["definition"])
+    except Exception:  # a stored definition this rota cannot read: show what it can
+        spec = None
+    raw = row["definition"] if isinstance(row["definition"], dict) else {}
+    zone = spec.timezone if spec is not None else str(raw.get("timezone", "UTC"))
     return {
         "name": row["name"],
-        "rule": spec.rule_text,
-        "timezone": spec.timezone,
+        "rule": spec.rule_text if spec is not None else _raw_rule(raw),
+        "timezone": zone,
         "job_type": row["job_type"],
-        "misfire": spec.misfire.value,
-        "overlap": spec.overlap.value,
+        "misfire": spec.misfire.value if spec is not None else str(raw.get("misfire")),
+        "overlap": spec.overlap.value if spec is not None else str(raw.get("overlap")),
+        "set_aside_reason": row["set_aside_reason"],
         "next_fire_at": _instant(row["next_fire_at"]),
-        "next_fire_local": _local(row["next_fire_at"], spec.timezone),
+        "next_fire_local": _local(row["next_fire_at"], zone),
         "last_fire_at": _instant(row["last_fire_at"]),
         "last_job_id": str(row["last_job_id"]) if row["last_job_id"] else None,
         "cursor_at": _instant(row["cursor_at"]),
@@ -74,11 +83,20 @@ def describe(
     }
 
 
+def _raw_rule(raw: dict[str, Any]) -> str:
+    for kind in ("cron", "rrule", "every"):
+        if raw.get(kind) is not None:
+            return f"{kind} {raw[kind]}"
+    return "(no rule)"
+
+
 def _status(d: dict[str, Any]) -> str:
     if d["removed"]:
         return "removed"
     if d["paused"]:
         return "paused"
+    if d["set_aside_reason"]:
+        return "set aside"
     return "active"
 
 
@@ -90,6 +108,8 @@ def render(items: list[dict[str, Any]]) -> str:
         lines.append(
             f"{d['name']}  [{_status(d)}]  {d['rule']}  ({d['timezone']})  -> {d['job_type']}"
         )
+        if d["set_aside_reason"]:
+            lines.append(f"    set aside: {d['set_aside_reason']} (retried every minute)")
         nxt = d["next_fire_at"] or "-"
         if d["next_fire_local"]:
             nxt += f"  (local {d['next_fire_local']})"

@@ -7,7 +7,7 @@ exit. A row silent for three intervals is a gone process (``rota workers``);
 rows silent for a day are removed by the processes that are still running.
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-12-01 09:00:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

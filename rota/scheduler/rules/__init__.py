@@ -22,7 +22,7 @@ occurrence). Skipped occurrences (explicit ``nonexistent: skip``) are yielded
 too, with ``skipped=True``, at the gap's transition instant.
 """
 
-from rota.scheduler.rules.compile import compile_rule
+from rota.scheduler.rules.compile import compile_rule, verify_rule
 from rota.scheduler.rules.iterate import iter_between, iter_range
 from rota.scheduler.rules.occurrence import Occurrence, Rule, RuleError
 from rota.scheduler.rules.policy import effective_dst, is_fixed_time
@@ -36,4 +36,5 @@ __all__ = [
     "is_fixed_time",
     "iter_between",
     "iter_range",
+    "verify_rule",
 ]

@@ -24,7 +24,8 @@ from rota.shared.timefmt import as_utc
 
 # Give up looking for the next occurrence this far past `after` (in wall time):
 # a rule whose every wall time is excluded or falls in a gap is exhausted.
-SEARCH_HORIZON = timedelta(days=366 * 50)
+# `rota check` refuses a rule that cannot fire within this horizon.
+SEARCH_HORIZON = timedelta(days=36_525)  # 100 years
 _DAY = timedelta(days=1)
 _SAMPLE_STEP = timedelta(hours=1)
 _SECOND = timedelta(seconds=1)

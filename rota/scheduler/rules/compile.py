@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from rota.scheduler.rules.calendar import CalendarRule, WallSource
+from datetime import UTC, datetime, timedelta
+
+from rota.scheduler.rules.calendar import SEARCH_HORIZON, CalendarRule, WallSource
 from rota.scheduler.rules.cron import CronWalls, parse_cron
 from rota.scheduler.rules.every import EveryRule
 from rota.scheduler.rules.occurrence import Rule, RuleError
 from rota.scheduler.rules.policy import wall_policy
-from rota.scheduler.rules.recurrence import RRuleWalls, parse_rrule
+from rota.scheduler.rules.recurrence import (
+    DEFAULT_DTSTART,
+    DEFAULT_WEEKLY_DTSTART,
+    RRuleWalls,
+    parse_rrule,
+)
 from rota.scheduler.rules.zones import load_zone
 from rota.shared.config.model import UNIX_EPOCH, ScheduleSpec
+
+_TINY = timedelta(microseconds=1)
 
 
 def compile_rule(spec: ScheduleSpec) -> Rule:
@@ -48,3 +57,27 @@ def compile_rule(spec: ScheduleSpec) -> Rule:
         policy=wall_policy(spec, fixed_time=fixed_time),
         exclude_dates=frozenset(spec.exclude_dates),
     )
+
+
+def verify_rule(spec: ScheduleSpec, now: datetime) -> Rule:
+    """``compile_rule``, then prove the rule usable; what ``rota check`` asks of every rule.
+
+    Refused (``RuleError``): a rule with no occurrence within ``SEARCH_HORIZON``
+    (100 years) of its start (the RRULE's DTSTART, else ``now``), and one whose
+    next occurrence costs too much to find (``RuleTooCostly``: after ``now``,
+    and for a COUNT series after its end, the costliest point).
+    """
+    rule = compile_rule(spec)
+    start = now
+    walls = rule.walls if isinstance(rule, CalendarRule) else None
+    expr = walls.expr if isinstance(walls, RRuleWalls) else None  # parsed once, by compile_rule
+    if expr is not None and expr.dtstart not in (DEFAULT_DTSTART, DEFAULT_WEEKLY_DTSTART):
+        start = expr.dtstart.replace(tzinfo=load_zone(spec.timezone)).astimezone(UTC)
+    first = rule.next_after(start - _TINY)
+    if first is None or first.instant > start + SEARCH_HORIZON:
+        raise RuleError(f"{spec.rule_text} never fires within 100 years of {start:%Y-%m-%d}")
+    if start != now:
+        rule.next_after(now)
+    if expr is not None and expr.has_count:
+        rule.next_after(now + SEARCH_HORIZON)
+    return rule

@@ -20,6 +20,22 @@ forward by whole periods (INTERVAL x FREQ) to just before the wanted time; that
 keeps every period aligned, and dateutil computes BYSETPOS over whole periods
 before dropping what precedes DTSTART, so the result is the same. Rules with
 COUNT are evaluated from their true DTSTART, since COUNT counts from there.
+
+Every part must be in RFC 5545's range (``BYSECOND`` 0-59: a leap second
+cannot be scheduled; ``BYWEEKNO`` +-1..53; ``BYYEARDAY`` +-1..366; ...) and
+allowed with its FREQ (``BYWEEKNO`` only with YEARLY, no ``BYMONTHDAY`` with
+WEEKLY, ...); ``COUNT`` is 1 to ``MAX_COUNT`` and ``INTERVAL`` at most 100
+years' worth of periods. Parts dateutil adds to the RFC (``BYEASTER``) are refused.
+
+Bounded work. dateutil checks its ``until`` only when a wall time matches, so
+a rule that rarely or never matches (``BYMONTH=2;BYMONTHDAY=30``) makes it
+scan period after period up to the year 9999. Every evaluation here is
+metered (``_Meter``): the days dateutil scans (a year's period counts its
+days) and its sub-daily steps are counted, scanning past the horizon ends the
+search (nothing there), and more than ``MAX_STEPS`` raises ``RuleTooCostly``.
+The meter hooks dateutil's per-period helper (``dateutil.rrule._iterinfo``)
+and its sub-daily stepper; it only counts for rules built here, every other
+rrule in the process runs as before.
 """
 
 from __future__ import annotations
@@ -28,7 +44,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
+import dateutil.rrule
 from dateutil.rrule import DAILY, HOURLY, MINUTELY, MONTHLY, SECONDLY, WEEKLY, YEARLY, rrulestr
 from dateutil.rrule import rrule as DateutilRRule
 
@@ -41,6 +59,48 @@ FIXED_TIME_FREQS = frozenset({YEARLY, MONTHLY, WEEKLY, DAILY})
 DEFAULT_DTSTART = datetime(1970, 1, 1)  # noqa: DTZ001 - local wall time
 DEFAULT_WEEKLY_DTSTART = datetime(1970, 1, 5)  # noqa: DTZ001 - a Monday, local wall time
 _DTSTART_VALUE = re.compile(r"^(\d{8})(T\d{6})?$")
+MAX_COUNT = 10_000  # a longer series: use UNTIL
+# Work allowed for one search, in steps of about a microsecond and a half:
+# each period dateutil builds costs PERIOD_COST plus one per day it filters (a
+# year 386, a month 51, a week 27, a day 21), a sub-daily step 1 (plus 2 a call).
+# So a century of monthly periods is about 61,000; of daily ones, 767,000.
+MAX_STEPS = 200_000
+PERIOD_COST = 20
+_WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+_PARTS = (
+    "FREQ", "UNTIL", "COUNT", "INTERVAL", "BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY",
+    "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH", "BYSETPOS", "WKST",
+)  # fmt: skip
+# name -> (lowest, highest, negative values allowed)
+_INT_LISTS = {
+    "BYSECOND": (0, 59, False),
+    "BYMINUTE": (0, 59, False),
+    "BYHOUR": (0, 23, False),
+    "BYMONTHDAY": (1, 31, True),
+    "BYYEARDAY": (1, 366, True),
+    "BYWEEKNO": (1, 53, True),
+    "BYMONTH": (1, 12, False),
+    "BYSETPOS": (1, 366, True),
+}
+# Parts RFC 5545 forbids with a frequency.
+_NOT_WITH = {
+    "BYWEEKNO": frozenset({MONTHLY, WEEKLY, DAILY, HOURLY, MINUTELY, SECONDLY}),
+    "BYYEARDAY": frozenset({MONTHLY, WEEKLY, DAILY}),
+    "BYMONTHDAY": frozenset({WEEKLY}),
+}
+# INTERVAL allowed per frequency: at most 100 years of periods.
+_MAX_INTERVAL = {
+    YEARLY: 100,
+    MONTHLY: 1_200,
+    WEEKLY: 5_218,
+    DAILY: 36_525,
+    HOURLY: 876_600,
+    MINUTELY: 52_596_000,
+    SECONDLY: 3_155_760_000,
+}
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_BYDAY_ITEM = re.compile(r"^([+-]?[0-9]{1,2})?(MO|TU|WE|TH|FR|SA|SU)$")
+_UNTIL_VALUE = re.compile(r"^[0-9]{8}(T[0-9]{6})?$")
 _FIXED_STEPS = {
     WEEKLY: timedelta(weeks=1),
     DAILY: timedelta(days=1),
@@ -89,14 +149,7 @@ def parse_rrule(text: str) -> RRuleExpr:
     if body is None:
         raise RuleError(f"bad rrule {text!r}: no RRULE, write it like FREQ=DAILY;BYHOUR=2")
     params = _params(text, body)
-    freq_name = params.get("FREQ", "").upper()
-    if freq_name not in FREQ_NAMES:
-        raise RuleError(f"bad rrule {text!r}: FREQ must be one of {', '.join(FREQ_NAMES)}")
-    freq = FREQ_NAMES.index(freq_name)
-    if params.get("UNTIL", "").upper().endswith("Z"):
-        raise RuleError(
-            f"bad rrule {text!r}: UNTIL is a local wall time in the schedule's timezone; drop the Z"
-        )
+    freq = _check_parts(text, params)
     if "COUNT" in params and dtstart is None:
         raise RuleError(
             f"bad rrule {text!r}: COUNT counts from DTSTART; give one "
@@ -106,13 +159,12 @@ def parse_rrule(text: str) -> RRuleExpr:
         dtstart = DEFAULT_WEEKLY_DTSTART if freq == WEEKLY else DEFAULT_DTSTART
     try:
         rule = rrulestr("RRULE:" + body, dtstart=dtstart)
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
         raise RuleError(f"bad rrule {text!r}: {exc}") from None
     if not isinstance(rule, DateutilRRule):  # one RRULE line always gives an rrule
         raise RuleError(f"bad rrule {text!r}: give exactly one RRULE")
+    rule = _countable(rule, freq)
     interval = int(params.get("INTERVAL", "1"))
-    if interval < 1:
-        raise RuleError(f"bad rrule {text!r}: INTERVAL must be at least 1")
     return RRuleExpr(
         text=text.strip(),
         rule=rule,
@@ -145,8 +197,101 @@ def _params(text: str, body: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise RuleError(f"bad rrule {text!r}: {part!r} is not KEY=VALUE")
-        params[key.strip().upper()] = value.strip()
+        name = key.strip().upper()
+        if name in params:
+            raise RuleError(f"bad rrule {text!r}: {name} is given twice")
+        params[name] = value.strip()
     return params
+
+
+def _check_parts(text: str, params: dict[str, str]) -> int:
+    """Every part known to RFC 5545, in its range, allowed with FREQ; returns FREQ."""
+    bad = f"bad rrule {_cut(text, 200)!r}:"
+    for name in params:
+        if name not in _PARTS:
+            raise RuleError(f"{bad} unknown part {name} (RFC 5545 parts: {', '.join(_PARTS)})")
+    freq_name = params.get("FREQ", "").upper()
+    if freq_name not in FREQ_NAMES:
+        raise RuleError(f"{bad} FREQ must be one of {', '.join(FREQ_NAMES)}")
+    freq = FREQ_NAMES.index(freq_name)
+    for name, value in params.items():
+        if not value:
+            raise RuleError(f"{bad} {name} has no value")
+        if freq in _NOT_WITH.get(name, ()):
+            raise RuleError(f"{bad} {name} cannot be used with FREQ={freq_name} (RFC 5545)")
+        if name in _INT_LISTS:
+            _check_int_list(bad, name, value)
+    if "COUNT" in params and "UNTIL" in params:
+        raise RuleError(f"{bad} give COUNT or UNTIL, not both")
+    if "COUNT" in params:
+        count = _whole(bad, "COUNT", params["COUNT"])
+        if not 1 <= count <= MAX_COUNT:
+            raise RuleError(
+                f"{bad} COUNT must be between 1 and {MAX_COUNT:,} (a longer series: use UNTIL)"
+            )
+    if "INTERVAL" in params:
+        interval = _whole(bad, "INTERVAL", params["INTERVAL"])
+        if not 1 <= interval <= _MAX_INTERVAL[freq]:
+            raise RuleError(
+                f"{bad} INTERVAL must be between 1 and {_MAX_INTERVAL[freq]:,} "
+                f"for FREQ={freq_name} (at most 100 years)"
+            )
+    if "UNTIL" in params:
+        if params["UNTIL"].upper().endswith("Z"):
+            raise RuleError(
+                f"{bad} UNTIL is a local wall time in the schedule's timezone; drop the Z"
+            )
+        if not _UNTIL_VALUE.match(params["UNTIL"]):
+            raise RuleError(f"{bad} UNTIL must be like 20261231 or 20261231T235959")
+    if "WKST" in params and params["WKST"].upper() not in _WEEKDAYS:
+        raise RuleError(f"{bad} WKST must be one of {', '.join(_WEEKDAYS)}")
+    if "BYDAY" in params:
+        _check_byday(bad, params["BYDAY"], freq, "BYWEEKNO" in params)
+    if "BYSETPOS" in params and not any(
+        n.startswith("BY") and n != "BYSETPOS" for n in params
+    ):
+        raise RuleError(f"{bad} BYSETPOS needs another BYxxx part to select from (RFC 5545)")
+    return freq
+
+
+def _cut(value: str, limit: int = 20) -> str:
+    return value if len(value) <= limit else value[:limit] + "..."
+
+
+def _whole(bad: str, name: str, value: str) -> int:
+    if not _INTEGER.match(value):
+        raise RuleError(f"{bad} {name}={_cut(value)} is not a whole number")
+    if len(value) > 18:  # far out of every range; int() of it is pointless work
+        return -(10**18) if value.startswith("-") else 10**18
+    return int(value)
+
+
+def _check_int_list(bad: str, name: str, value: str) -> None:
+    lo, hi, signed = _INT_LISTS[name]
+    for item in value.split(","):
+        number = _whole(bad, name, item.strip())
+        if not lo <= abs(number) <= hi or (number < 0 and not signed):
+            span = f"{lo} to {hi}" + (f" or -{hi} to -{lo}" if signed else "")
+            leap = " (a leap second cannot be scheduled)" if name == "BYSECOND" else ""
+            raise RuleError(f"{bad} {name}={_cut(item.strip())} is out of range: {span}{leap}")
+
+
+def _check_byday(bad: str, value: str, freq: int, weekno: bool) -> None:
+    for item in value.split(","):
+        m = _BYDAY_ITEM.match(item.strip().upper())
+        if m is None:
+            raise RuleError(f"{bad} BYDAY={item.strip()} is not like MO, 1MO or -1FR")
+        if m.group(1) is None:
+            continue
+        n = int(m.group(1))
+        if freq not in (MONTHLY, YEARLY) or weekno:
+            raise RuleError(
+                f"{bad} BYDAY={item.strip()}: a numbered weekday needs FREQ=MONTHLY or "
+                "FREQ=YEARLY without BYWEEKNO (RFC 5545)"
+            )
+        limit = 5 if freq == MONTHLY else 53
+        if not 1 <= abs(n) <= limit:
+            raise RuleError(f"{bad} BYDAY={item.strip()} is out of range: 1 to {limit} or negative")
 
 
 @dataclass(frozen=True)
@@ -161,15 +306,125 @@ class RRuleWalls:
     def walls_from(self, start: datetime, horizon: datetime) -> Iterator[datetime]:
         expr = self.expr
         if expr.has_count:  # COUNT counts from the true DTSTART
-            rule = expr.rule
+            rule = _metered(expr.rule, horizon)
         elif expr.has_until:
-            rule = expr.rule.replace(dtstart=_aligned_dtstart(expr, start))
-        else:  # bound dateutil's own search, or a rule that never matches runs to 9999
-            rule = expr.rule.replace(dtstart=_aligned_dtstart(expr, start), until=horizon)
-        for wall in rule.xafter(start, inc=True):
-            if wall > horizon:
-                return
-            yield wall
+            rule = _metered(expr.rule, horizon, dtstart=_aligned_dtstart(expr, start))
+        else:
+            aligned = _aligned_dtstart(expr, start)
+            rule = _metered(expr.rule, horizon, dtstart=aligned, until=horizon)
+        try:
+            for wall in rule.xafter(start, inc=True):
+                if wall > horizon:
+                    return
+                yield wall
+        except _PastHorizon:
+            return
+        except _OverBudget:
+            raise RuleTooCostly(
+                f"rrule {expr.text!r}: finding the occurrence after {start:%Y-%m-%dT%H:%M:%S} "
+                f"takes more than {MAX_STEPS:,} steps; write it with a coarser FREQ "
+                "(FREQ=DAILY;BYHOUR=... rather than FREQ=SECONDLY;BYHOUR=...)"
+            ) from None
+        except (ValueError, OverflowError) as exc:  # dateutil: an empty rule, or year 9999
+            raise RuleError(f"rrule {expr.text!r}: {exc}") from None
+
+
+class RuleTooCostly(RuleError):
+    """Finding a rule's next occurrence would take more than ``MAX_STEPS`` steps."""
+
+
+class _PastHorizon(Exception):
+    pass
+
+
+class _OverBudget(Exception):
+    pass
+
+
+class _Meter:
+    """The work left to one search, and the month past which nothing is wanted."""
+
+    __slots__ = ("last_month", "steps_left")
+
+    def __init__(self, horizon: datetime) -> None:
+        self.last_month = (horizon.year, horizon.month)
+        self.steps_left = MAX_STEPS
+
+    def spend(self, cost: int, year: int | None = None, month: int | None = None) -> None:
+        if year is not None and month is not None and (year, month) > self.last_month:
+            raise _PastHorizon
+        self.steps_left -= cost
+        if self.steps_left < 0:
+            raise _OverBudget
+
+
+class _MeteredRRule(DateutilRRule):
+    """An rrule whose sub-daily stepper counts its steps (see the module docstring)."""
+
+    _rota_meter: _Meter
+
+    def _rrule__mod_distance(self, value: int, byxxx: Any, base: int) -> Any:
+        carried, reached = _BASE_MOD_DISTANCE(self, value, byxxx, base)
+        step = self._interval  # type: ignore[attr-defined]  # dateutil's own field
+        walked = base if reached is None else (carried * base + reached - value) // step
+        self._rota_meter.spend(2 + walked)
+        return carried, reached
+
+
+_BASE_MOD_DISTANCE = DateutilRRule._rrule__mod_distance  # type: ignore[attr-defined]  # private, metered
+_BaseIterinfo: Any = dateutil.rrule._iterinfo  # private; metered
+
+
+class _MeteredIterinfo(_BaseIterinfo):  # type: ignore[misc]  # dateutil's helper has no types
+    """dateutil's per-period helper; each period's day set is counted for metered rules."""
+
+    def _spend(self, cost: int, year: int, month: int) -> None:
+        meter = getattr(self.rrule, "_rota_meter", None)
+        if meter is not None:
+            meter.spend(cost, year, month)
+
+    def ydayset(self, year: int, month: int, day: int) -> Any:
+        self._spend(PERIOD_COST + 366, year, month)
+        return super().ydayset(year, month, day)
+
+    def mdayset(self, year: int, month: int, day: int) -> Any:
+        self._spend(PERIOD_COST + 31, year, month)
+        return super().mdayset(year, month, day)
+
+    def wdayset(self, year: int, month: int, day: int) -> Any:
+        self._spend(PERIOD_COST + 7, year, month)
+        return super().wdayset(year, month, day)
+
+    def ddayset(self, year: int, month: int, day: int) -> Any:
+        self._spend(PERIOD_COST + 1, year, month)
+        return super().ddayset(year, month, day)
+
+
+setattr(dateutil.rrule, "_iterinfo", _MeteredIterinfo)  # noqa: B010 - see the docstring
+
+
+def _metered(rule: DateutilRRule, horizon: datetime, **changes: Any) -> _MeteredRRule:
+    """A copy of ``rule`` (with ``changes``) whose evaluation is metered up to ``horizon``."""
+    copy = rule.replace(**changes)
+    copy.__class__ = _MeteredRRule
+    assert isinstance(copy, _MeteredRRule)
+    copy._rota_meter = _Meter(horizon)
+    return copy
+
+
+def _countable(rule: DateutilRRule, freq: int) -> DateutilRRule:
+    """The same rule with the sub-daily unit listed when dateutil would walk it unmetered.
+
+    ``FREQ=SECONDLY;BYHOUR=3`` makes dateutil step second by second through
+    the other 23 hours without calling anything the meter sees; listing every
+    second (``BYSECOND=0,...,59``, the same set) makes it step through the
+    metered stepper instead. The same for minutes of a MINUTELY rule.
+    """
+    if freq == SECONDLY and rule._bysecond is None and (rule._byhour or rule._byminute):  # type: ignore[attr-defined]
+        return rule.replace(bysecond=tuple(range(60)))
+    if freq == MINUTELY and rule._byminute is None and rule._byhour:  # type: ignore[attr-defined]
+        return rule.replace(byminute=tuple(range(60)))
+    return rule
 
 
 def _aligned_dtstart(expr: RRuleExpr, start: datetime) -> datetime:

@@ -22,13 +22,25 @@ from rota.scheduler.rules.occurrence import RuleError
 from rota.scheduler.rules.zones import load_zone
 from rota.scheduler.schedule_file import yaml_tree
 from rota.scheduler.schedule_file.yaml_tree import Report, entries, is_null
-from rota.shared.durations import DurationError, parse_duration
+from rota.shared.config.model import MAX_COMMAND_ITEMS, MAX_EXCLUDE_DATES
+from rota.shared.durations import (
+    MAX_DURATION,
+    DurationError,
+    DurationTooLong,
+    format_duration,
+    parse_duration,
+)
 from rota.shared.timefmt import parse_instant
+from rota.shared.values import check_args, check_text
 
 E = TypeVar("E", bound=StrEnum)
 
 _CALLABLE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _POOL_NAME = re.compile(r"^[\w.-]+$")
+
+
+MAX_TEXT_LENGTH = 10_000  # payload_ref, handler paths, rule texts
+MAX_ARGUMENT_LENGTH = 100_000  # one command-line argument (Linux allows 128 KiB)
 
 
 class FieldError(ValueError):
@@ -61,13 +73,23 @@ def unknown_key(report: Report, owner: str, key: str, key_node: Node, known: Seq
     report.add(key_node, f"{owner}: unknown key {key!r}{did_you_mean(key, known)}")
 
 
-def text(node: Node) -> str:
+def text(node: Node, *, max_chars: int | None = MAX_TEXT_LENGTH) -> str:
     value = construct(node)
     if not isinstance(value, str):
         raise FieldError(f"expected a string, got {_shown(value)} (quote it)")
     if not value.strip():
         raise FieldError("must not be empty")
-    return value
+    return storable(value, max_chars)
+
+
+def storable(value: str, max_chars: int | None) -> str:
+    """``value`` if a database can store it: no NUL, no lone surrogate, not too long."""
+    try:
+        checked = check_text("the value", value, max_chars)
+    except ValueError as exc:
+        raise FieldError(str(exc).removeprefix("the value ")) from None
+    assert checked is not None
+    return checked
 
 
 def boolean(node: Node) -> bool:
@@ -77,22 +99,27 @@ def boolean(node: Node) -> bool:
     return value
 
 
-def integer(node: Node, *, minimum: int | None = None) -> int:
+def integer(node: Node, *, minimum: int, maximum: int) -> int:
     value = construct(node)
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(f"expected a whole number, got {_shown(value)}")
-    if minimum is not None and value < minimum:
-        raise FieldError(f"must be at least {minimum}, got {value}")
+    if not minimum <= value <= maximum:
+        shown = str(value) if len(str(value)) <= 30 else f"{str(value)[:20]}..."
+        raise FieldError(f"must be between {minimum:,} and {maximum:,}, got {shown}")
     return value
 
 
-def duration(node: Node, *, positive: bool = False) -> timedelta:
+def duration(node: Node, *, positive: bool = False, maximum: timedelta = MAX_DURATION) -> timedelta:
     try:
         value = parse_duration(construct(node))
+    except DurationTooLong:
+        raise FieldError(f"must be at most {format_duration(maximum)}") from None
     except DurationError as exc:
         raise FieldError(str(exc)) from None
     if positive and value <= timedelta(0):
         raise FieldError("must be longer than 0s")
+    if value > maximum:
+        raise FieldError(f"must be at most {format_duration(maximum)}")
     return value
 
 
@@ -131,6 +158,8 @@ def instant(node: Node) -> datetime:
 def dates(node: Node) -> tuple[date, ...]:
     if not isinstance(node, SequenceNode):
         raise FieldError("expected a list of dates, like [2026-12-24, 2026-12-31]")
+    if len(node.value) > MAX_EXCLUDE_DATES:
+        raise FieldError(f"at most {MAX_EXCLUDE_DATES:,} dates")
     result = []
     for item in node.value:
         value = construct(item)
@@ -150,11 +179,17 @@ def json_mapping(node: Node) -> dict[str, Any]:
     if not isinstance(node, MappingNode):
         raise FieldError("expected a mapping, like {region: eu}")
     value = construct(node)
-    assert isinstance(value, dict)
+    if not isinstance(value, dict):
+        raise FieldError("expected a mapping, like {region: eu}")
     problem = _json_problem(value)
     if problem:
         raise FieldError(f"must be JSON: {problem}")
-    return value
+    try:
+        checked = check_args(value)  # the same limits as `rota enqueue --args`
+    except ValueError as exc:
+        raise FieldError(str(exc).removeprefix("args ")) from None
+    assert checked is not None
+    return checked
 
 
 def _json_problem(value: object) -> str | None:
@@ -186,10 +221,17 @@ def callable_path(node: Node) -> str:
 def argv(node: Node) -> tuple[str, ...]:
     if not isinstance(node, SequenceNode) or not node.value:
         raise FieldError('expected a non-empty list of strings, like ["/usr/bin/env", "sh"]')
+    if len(node.value) > MAX_COMMAND_ITEMS:
+        raise FieldError(f"at most {MAX_COMMAND_ITEMS:,} items")
     items = [construct(item) for item in node.value]
-    for item in items:
+    for i, item in enumerate(items, 1):
         if not isinstance(item, str):
             raise FieldError(f"{_shown(item)} is not a string (quote it)")
+        try:
+            storable(item, MAX_ARGUMENT_LENGTH)
+        except FieldError as exc:
+            # A NUL would cut the argument short at exec; say which one.
+            raise FieldError(f"item {i} {exc}") from None
     if not items[0]:
         raise FieldError("the program (first item) must not be empty")
     return tuple(str(item) for item in items)

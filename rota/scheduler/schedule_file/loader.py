@@ -30,21 +30,34 @@ the loader and the scheduler cannot disagree on what a rule means.
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from yaml.nodes import MappingNode, Node
 
-from rota.scheduler.rules import RuleError, compile_rule, is_fixed_time
+from rota.scheduler.rules import RuleError, is_fixed_time, verify_rule
 from rota.scheduler.rules.policy import default_dst
 from rota.scheduler.schedule_file import fields
 from rota.scheduler.schedule_file.errors import ConfigError, Problem
 from rota.scheduler.schedule_file.fields import AlreadyReported, FieldError
 from rota.scheduler.schedule_file.yaml_tree import Entry, Report, compose, entries, is_null
 from rota.shared.config.model import (
+    MAX_ATTEMPTS_MAX,
+    MAX_BACKOFF,
+    MAX_CATCH_UP_WINDOW,
+    MAX_GRACE,
+    MAX_JITTER,
+    MAX_LEASE,
+    MAX_QUEUED_MAX,
+    MAX_TIMEOUT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
     Ambiguous,
     Backoff,
     DstPolicy,
@@ -92,12 +105,12 @@ SCHEDULE_FIELDS: dict[str, Parser] = {
     "job_type": _simple(fields.text),
     "cron": _simple(fields.text),
     "rrule": _simple(fields.text),
-    "every": _simple(lambda n: fields.duration(n, positive=True)),
+    "every": _simple(lambda n: fields.duration(n, positive=True)),  # at most 100 years
     "anchor": _simple(fields.instant),
     "timezone": _simple(fields.timezone),
     "misfire": _simple(lambda n: fields.choice(n, MisfirePolicy)),
-    "grace": _simple(fields.duration),
-    "catch_up_window": _simple(fields.duration),
+    "grace": _simple(lambda n: fields.duration(n, maximum=MAX_GRACE)),
+    "catch_up_window": _simple(lambda n: fields.duration(n, maximum=MAX_CATCH_UP_WINDOW)),
     "dst": _block(
         "dst",
         {
@@ -105,7 +118,7 @@ SCHEDULE_FIELDS: dict[str, Parser] = {
             "ambiguous": lambda n: fields.choice(n, Ambiguous),
         },
     ),
-    "jitter": _simple(fields.duration),
+    "jitter": _simple(lambda n: fields.duration(n, maximum=MAX_JITTER)),
     "overlap": _simple(lambda n: fields.choice(n, OverlapPolicy)),
     "payload_ref": _simple(fields.text),
     "args": _simple(fields.json_mapping),
@@ -116,16 +129,26 @@ JOB_TYPE_FIELDS: dict[str, Parser] = {
     "handler": _simple(fields.callable_path),
     "command": _simple(fields.argv),
     "pool": _simple(fields.pool),
-    "timeout": _simple(lambda n: fields.duration(n, positive=True)),
-    "lease": _simple(lambda n: fields.duration(n, positive=True)),
-    "max_attempts": _simple(lambda n: fields.integer(n, minimum=1)),
-    "backoff": _block("backoff", {"base": fields.duration, "max": fields.duration}),
+    "timeout": _simple(lambda n: fields.duration(n, positive=True, maximum=MAX_TIMEOUT)),
+    "lease": _simple(lambda n: fields.duration(n, positive=True, maximum=MAX_LEASE)),
+    "max_attempts": _simple(lambda n: fields.integer(n, minimum=1, maximum=MAX_ATTEMPTS_MAX)),
+    "backoff": _block(
+        "backoff",
+        {
+            "base": lambda n: fields.duration(n, maximum=MAX_BACKOFF),
+            "max": lambda n: fields.duration(n, maximum=MAX_BACKOFF),
+        },
+    ),
     "idempotent": _simple(fields.boolean),
     "reconcile": _simple(fields.callable_path),
-    "priority": _simple(fields.integer),
-    "max_queued": _simple(lambda n: fields.integer(n, minimum=1)),
-    "max_queue_age": _simple(lambda n: fields.duration(n, positive=True)),
-    "shed_below_priority": _simple(fields.integer),
+    "priority": _simple(
+        lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)
+    ),
+    "max_queued": _simple(lambda n: fields.integer(n, minimum=1, maximum=MAX_QUEUED_MAX)),
+    "max_queue_age": _simple(lambda n: fields.duration(n, positive=True, maximum=MAX_TIMEOUT)),
+    "shed_below_priority": _simple(
+        lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)
+    ),
 }
 
 
@@ -137,20 +160,77 @@ class Given:
     value_node: Node
 
 
-def load_schedule_file(path: str | Path) -> ScheduleFile:
-    """Read and validate a schedule file; raises ``ConfigError`` listing every problem."""
+MAX_FILE_BYTES = 10 * 1024 * 1024  # a schedule file of 20,000 schedules is about 2 MB
+
+
+def load_schedule_file(path: str | Path, now: datetime | None = None) -> ScheduleFile:
+    """Read and validate a schedule file; raises ``ConfigError`` listing every problem.
+
+    ``now`` (default: the machine's clock) is when rules are proven to fire.
+    """
     name = str(path)
+    return load_schedule_text(read_schedule_text(path), name, now)
+
+
+def read_schedule_text(path: str | Path) -> str:
+    """The text of a regular file of at most ``MAX_FILE_BYTES``, in UTF-8.
+
+    A FIFO, a device (``/dev/zero``), a directory or a larger file is refused
+    without reading it: opening does not block (``O_NONBLOCK``) and the size is
+    checked on the opened file before a byte is read.
+    """
+    name = str(path)
+
+    def refuse(line: int, message: str) -> ConfigError:
+        return ConfigError([Problem(name, line, message)])
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError([Problem(name, 1, f"cannot read the file: {reason}")]) from None
-    return load_schedule_text(text, name)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise refuse(1, f"cannot read the file: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise refuse(1, f"cannot read the file: it is {_file_kind(info.st_mode)}, not a file")
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size > MAX_FILE_BYTES:
+            raise refuse(1, _too_large(info.st_size))
+        try:
+            data = f.read(MAX_FILE_BYTES + 1)  # it may have grown since
+        except OSError as exc:
+            raise refuse(1, f"cannot read the file: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise refuse(1, _too_large(len(data)))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise refuse(line, f"the file is not UTF-8 text (byte {exc.start + 1})") from None
 
 
-def load_schedule_text(text: str, filename: str = "<text>") -> ScheduleFile:
+def _too_large(size: int) -> str:
+    return f"the file is {size:,} bytes; a schedule file is at most {MAX_FILE_BYTES:,} bytes"
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def load_schedule_text(
+    text: str, filename: str = "<text>", now: datetime | None = None
+) -> ScheduleFile:
     """Validate schedule file text; ``filename`` is what problems and the result name."""
     report = Report(filename)
+    rules = RuleCheck(now if now is not None else datetime.now(UTC))
     job_types: dict[str, JobTypeSpec] = {}
     schedules: dict[str, ScheduleSpec] = {}
     stored_lines: dict[str, int] = {}
@@ -166,7 +246,7 @@ def load_schedule_text(text: str, filename: str = "<text>") -> ScheduleFile:
             if (job_type := _job_type(e, report)) is not None:
                 job_types[e.key] = job_type
         for e in sections.get("schedules", []):
-            if (schedule := _schedule(e, defaults, declared, report)) is not None:
+            if (schedule := _schedule(e, defaults, declared, report, rules)) is not None:
                 schedules[e.key] = schedule
                 if declared is None:
                     stored_lines[e.key] = _job_type_line(e)
@@ -262,7 +342,11 @@ def _check_name(e: Entry, owner: str, report: Report) -> None:
 
 
 def _schedule(
-    e: Entry, defaults: Mapping[str, Given], job_types: list[str] | None, report: Report
+    e: Entry,
+    defaults: Mapping[str, Given],
+    job_types: list[str] | None,
+    report: Report,
+    rules: RuleCheck,
 ) -> ScheduleSpec | None:
     owner = f"schedule {e.key!r}"
     before = len(report.problems)
@@ -275,12 +359,12 @@ def _schedule(
         report.add(e.value, f"{owner}: expected a mapping with job_type and cron, rrule or every")
         return None
     own, present = _read_fields(entries(e.value, owner, report), owner, SCHEDULE_FIELDS, report)
-    rules = [k for k in RULE_FIELDS if k in present]
-    if not rules:
+    kinds = [k for k in RULE_FIELDS if k in present]
+    if not kinds:
         report.add(e.key_node, f"{owner}: needs one of cron, rrule or every")
-    for extra in rules[1:]:
-        report.add(present[extra], f"{owner}: {rules[0]} and {extra} both given; keep exactly one")
-    is_every = rules[:1] == ["every"]
+    for extra in kinds[1:]:
+        report.add(present[extra], f"{owner}: {kinds[0]} and {extra} both given; keep exactly one")
+    is_every = kinds[:1] == ["every"]
     wrong_kind = CALENDAR_ONLY if is_every else ("anchor",)
     for key in wrong_kind:
         if key in present:
@@ -297,15 +381,39 @@ def _schedule(
             f"{owner}, job_type: unknown job type {job_type.value!r}{hint} "
             "(declare it under job_types)",
         )
-    if len(rules) != 1 or rules[0] not in merged:
+    if len(kinds) != 1 or kinds[0] not in merged:
         return None
     # Compiled even when other fields are wrong, so a bad rule is reported too.
-    spec = _compiled_schedule(e.key, merged, rules[0], owner, report)
+    spec = _compiled_schedule(e.key, merged, kinds[0], owner, report, rules)
     return spec if len(report.problems) == before else None
 
 
+class RuleCheck:
+    """``verify_rule`` at one instant, once per distinct rule of a file."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self._done: dict[tuple[Any, ...], RuleError | None] = {}
+
+    def verify(self, spec: ScheduleSpec) -> None:
+        # What decides the instants (as ScheduleSpec.rule_hash, without its JSON).
+        key = (
+            spec.cron, spec.rrule, spec.every, spec.anchor, spec.timezone, spec.dst,
+            spec.exclude_dates,
+        )  # fmt: skip
+        if key not in self._done:
+            try:
+                verify_rule(spec, self.now)
+                self._done[key] = None
+            except RuleError as exc:
+                self._done[key] = exc
+        error = self._done[key]
+        if error is not None:
+            raise error
+
+
 def _compiled_schedule(
-    name: str, merged: Mapping[str, Given], rule: str, owner: str, report: Report
+    name: str, merged: Mapping[str, Given], rule: str, owner: str, report: Report, rules: RuleCheck
 ) -> ScheduleSpec | None:
     """The spec, once its rule compiles (with the DST block completed by the rule's default)."""
     values = {k: g.value for k, g in merged.items() if k not in ("dst", "job_type")}
@@ -320,9 +428,12 @@ def _compiled_schedule(
                 ambiguous=given.get("ambiguous", default.ambiguous),
             )
             spec = dataclasses.replace(spec, dst=dst)
-        compile_rule(spec)
-    except RuleError as exc:
-        field = exc.field if exc.field is not None and exc.field in merged else rule
+        rules.verify(spec)
+    except (RuleError, OverflowError) as exc:
+        field = getattr(exc, "field", None)
+        field = field if field is not None and field in merged else rule
+        if isinstance(exc, OverflowError):  # an anchor or DTSTART near year 1 or 9999
+            exc = RuleError(f"its instants fall outside the years 1 to 9999 ({exc})")
         report.add(merged[field].value_node, f"{owner}, {field}: {exc}")
         return None
     return spec

@@ -33,6 +33,17 @@ UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 PRIORITY_MIN = -1_000_000
 PRIORITY_MAX = 1_000_000
 MAX_ATTEMPTS_MAX = 1_000
+MAX_QUEUED_MAX = 1_000_000_000  # a job type's max_queued
+# Ranges of the schedule file's durations (documented in the README); every
+# other duration is at most rota.shared.durations.MAX_DURATION (100 years).
+MAX_GRACE = timedelta(days=366)
+MAX_CATCH_UP_WINDOW = timedelta(days=366)
+MAX_JITTER = timedelta(days=7)
+MAX_LEASE = timedelta(days=1)
+MAX_TIMEOUT = timedelta(days=30)
+MAX_BACKOFF = timedelta(days=30)
+MAX_EXCLUDE_DATES = 1_000
+MAX_COMMAND_ITEMS = 1_000
 
 
 class MisfirePolicy(StrEnum):

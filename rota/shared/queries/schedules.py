@@ -18,6 +18,7 @@ from sqlalchemy import (
     BigInteger,
     Connection,
     RowMapping,
+    Text,
     Uuid,
     bindparam,
     func,
@@ -42,10 +43,17 @@ class DueSchedule(NamedTuple):
     definition_hash: str
     cursor_at: datetime | None
     next_fire_at: datetime
+    set_aside_reason: str | None = None
+    coalesce_from: datetime | None = None  # a coalesced range being counted
+    coalesce_count: int = 0
 
 
 class CursorAdvance(NamedTuple):
-    """How one locked schedule moves: its new high-water mark and next instant."""
+    """How one locked schedule moves: its new high-water mark and next instant.
+
+    ``set_aside_reason`` and the coalescing fields are written as given (None
+    and 0 clear them): every advance says the whole state.
+    """
 
     name: str
     expected_next_fire_at: datetime
@@ -55,6 +63,9 @@ class CursorAdvance(NamedTuple):
     last_job_id: uuid.UUID | None = None  # None: unchanged
     skipped_add: int = 0
     coalesced_add: int = 0
+    set_aside_reason: str | None = None
+    coalesce_from: datetime | None = None
+    coalesce_count: int = 0
 
 
 class CursorMoved(RuntimeError):
@@ -87,6 +98,9 @@ def lock_due_schedules(
             schedules.c.definition_hash,
             schedules.c.cursor_at,
             schedules.c.next_fire_at,
+            schedules.c.set_aside_reason,
+            schedules.c.coalesce_from,
+            schedules.c.coalesce_count,
             clock.label("clock"),
         )
         .where(
@@ -104,8 +118,8 @@ def lock_due_schedules(
     rows = conn.execute(stmt).all()
     if not rows:
         return [], None
-    due = [DueSchedule(name, h, cursor, nxt) for name, h, cursor, nxt, _ in rows]
-    return due, rows[0][4]
+    due = [DueSchedule(*row[:7]) for row in rows]
+    return due, rows[0][7]
 
 
 def load_definitions(conn: Connection, names: Sequence[str]) -> dict[str, Mapping[str, Any]]:
@@ -144,6 +158,9 @@ def _advance_params(a: CursorAdvance) -> dict[str, Any]:
         "v_last_job": a.last_job_id,
         "v_skipped": a.skipped_add,
         "v_coalesced": a.coalesced_add,
+        "v_reason": a.set_aside_reason,
+        "v_coalesce_from": a.coalesce_from,
+        "v_coalesce_count": a.coalesce_count,
     }
 
 
@@ -157,13 +174,18 @@ _PG_ADVANCE = """
         last_job_id = coalesce(v.last_job_id, s.last_job_id),
         skipped_count = s.skipped_count + v.skipped_add,
         coalesced_count = s.coalesced_count + v.coalesced_add,
+        set_aside_reason = v.set_aside_reason,
+        coalesce_from = v.coalesce_from,
+        coalesce_count = v.coalesce_count,
         updated_at = now()
     FROM unnest(CAST(%(name)b AS text[]), CAST(%(expected)b AS timestamptz[]),
                 CAST(%(cursor_at)b AS timestamptz[]), CAST(%(next_fire_at)b AS timestamptz[]),
                 CAST(%(last_fire_at)b AS timestamptz[]), CAST(%(last_job_id)b AS uuid[]),
-                CAST(%(skipped_add)b AS bigint[]), CAST(%(coalesced_add)b AS bigint[]))
+                CAST(%(skipped_add)b AS bigint[]), CAST(%(coalesced_add)b AS bigint[]),
+                CAST(%(set_aside_reason)b AS text[]), CAST(%(coalesce_from)b AS timestamptz[]),
+                CAST(%(coalesce_count)b AS bigint[]))
       AS v(name, expected, cursor_at, next_fire_at, last_fire_at, last_job_id,
-           skipped_add, coalesced_add)
+           skipped_add, coalesced_add, set_aside_reason, coalesce_from, coalesce_count)
     WHERE s.name = v.name AND s.next_fire_at = v.expected
       AND s.name = ANY(CAST(%(name)b AS text[]))
     """
@@ -176,6 +198,9 @@ _PG_ADVANCE_PARAMS = (
     "last_job_id",
     "skipped_add",
     "coalesced_add",
+    "set_aside_reason",
+    "coalesce_from",
+    "coalesce_count",
 )
 
 
@@ -205,6 +230,9 @@ def _advance_executemany(conn: Connection, advances: Sequence[CursorAdvance]) ->
             skipped_count=schedules.c.skipped_count + bindparam("v_skipped", type_=BigInteger),
             coalesced_count=schedules.c.coalesced_count
             + bindparam("v_coalesced", type_=BigInteger),
+            set_aside_reason=bindparam("v_reason", type_=Text),
+            coalesce_from=bindparam("v_coalesce_from", type_=UTCDateTime()),
+            coalesce_count=bindparam("v_coalesce_count", type_=BigInteger),
             updated_at=db_now(),
         )
     )
@@ -277,16 +305,22 @@ def redefine_schedule(
     next_fire_at: datetime | None,
     move_cursor: bool,
 ) -> None:
-    """Store a new definition (and revive the row); with ``move_cursor``, a new cursor."""
+    """Store a new definition (and revive the row); with ``move_cursor``, a new cursor.
+
+    A schedule set aside by the scheduler gets another chance: its reason is
+    cleared (with ``next_fire_at`` given, it is due from then).
+    """
     vals: dict[str, Any] = {
         "job_type": spec.job_type,
         "definition": spec.to_json(),
         "definition_hash": spec.definition_hash(),
         "removed": False,
+        "set_aside_reason": None,
         "updated_at": db_now(),
     }
     if move_cursor:
         vals["cursor_at"] = cursor_at
+    if move_cursor or next_fire_at is not None:
         vals["next_fire_at"] = next_fire_at
     conn.execute(update(schedules).where(schedules.c.name == spec.name).values(**vals))
 
