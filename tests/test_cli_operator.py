@@ -585,6 +585,8 @@ def test_bulk_replay_and_cancel_print_counts_take_dry_run_and_keep_reasons(
         (["replay", "12345678", "--dry-run"], "--dry-run is for the bulk form"),
         (["cancel", "--state", "QUEUED", "--batch-size", "0"], "--batch-size must be at least 1"),
         (["cancel", "--schedule", "nope"], "unknown schedule 'nope'"),
+        (["cancel", "--state", " , "], "--state: no state named"),
+        (["cancel", "--type", ""], "unknown job type ''"),
     ],
 )
 def test_bulk_forms_refuse_what_they_cannot_do(

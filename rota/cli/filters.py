@@ -48,6 +48,10 @@ def parse_states(values: list[str] | None) -> tuple[str, ...]:
     """The states named, in the order of ``ALL_STATES``; an unknown one is exit 2."""
     wanted: set[str] = set()
     for value in values or ():
+        if not value.replace(",", "").strip():  # `--state "$EMPTY"` must not mean "any state"
+            raise UserError(
+                f"--state: no state named in {value!r}; states: {', '.join(ALL_STATES)}"
+            )
         for word in value.split(","):
             name = word.strip().upper()
             if not name:
