@@ -132,7 +132,9 @@ def action_line(action: Row) -> str:
     ``action`` is an ``operator_actions`` row, or its ``action_json`` form.
     """
     at = action["at"]
-    when = _at(at) if isinstance(at, datetime) else str(at)
+    if isinstance(at, str):  # the action_json form
+        at = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    when = _at(at)
     why = f": {action['reason']}" if action["reason"] else " (no reason given)"
     return f"{action['action']} by {action['actor']} at {when}{why}"
 

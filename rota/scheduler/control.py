@@ -62,7 +62,7 @@ class UnknownSchedule(LookupError):
         elif len(known) <= KNOWN_LISTED:
             close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
             maybe = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-            hint = f"{maybe}; known schedules: {', '.join(known)}"
+            hint = f"{maybe} (known schedules: {', '.join(known)})"
         else:
             close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
             hint = (
