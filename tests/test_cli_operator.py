@@ -627,3 +627,38 @@ def test_a_bulk_operation_commits_bounded_batches(
         event.remove(engine, "commit", committed)
     # 3 + 3 + 3 + 1: four batches, each committed on its own.
     assert (result.total, result.batches, len(commits)) == (10, 4, 4)
+
+
+def test_a_bulk_operation_stopped_by_a_database_error_says_what_it_did_and_resumes(
+    engine: Engine, db_url: str, backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_types(engine, REPORT)
+    ids = sorted(add(engine, n=10, state="FAILED"))
+    refused = ids[4]  # in the second batch of 3
+    with engine.begin() as conn:  # a real database error in the middle of the run
+        if backend == "sqlite":
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER refuse_one BEFORE UPDATE ON jobs WHEN OLD.job_id = "
+                f"'{refused.hex}' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse_one BEFORE UPDATE ON jobs FOR EACH ROW "
+                f"WHEN (OLD.job_id = '{refused}') EXECUTE FUNCTION refuse_one()"
+            )
+    argv = ["replay", "--state", "FAILED", "--batch-size", "3", "--db", db_url]
+    code, _, err = rota(capsys, *argv)
+    assert code == 1 and "Traceback" not in err
+    assert "after 3 job(s) queued again in 1 committed transaction(s)" in err
+    assert "refused by the test" in err and "run the same command again" in err
+    assert [s for _, s in sorted(states(engine, ids).items())] == ["QUEUED"] * 3 + ["FAILED"] * 7
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "DROP TRIGGER refuse_one" + ("" if backend == "sqlite" else " ON jobs")
+        )
+    code, out, _ = rota(capsys, *argv)
+    assert code == 0 and out.strip() == "7 job(s) queued again (7 now QUEUED)"

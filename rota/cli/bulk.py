@@ -15,10 +15,17 @@ from dataclasses import replace
 
 from sqlalchemy import Engine
 
-from rota.cli.common import UserError, add_db_option, add_reason_option
+from rota.cli.common import RuntimeFailure, UserError, add_db_option, add_reason_option
 from rota.cli.filters import add_filter_options, has_filter, job_filter
 from rota.shared.actions import ActionNote
-from rota.shared.operator import BULK_BATCH, BulkResult, StateNotAllowed, count_matching
+from rota.shared.database import short_error
+from rota.shared.operator import (
+    BULK_BATCH,
+    BulkInterrupted,
+    BulkResult,
+    StateNotAllowed,
+    count_matching,
+)
 from rota.shared.queries.jobs_read import JobFilter
 
 BulkRun = Callable[[Engine, JobFilter, ActionNote, int], BulkResult]
@@ -88,7 +95,14 @@ def run_bulk(
             f"{f' ({parts})' if parts else ''}; dry run: nothing changed"
         )
         return
-    result = run(engine, where, note, args.batch_size)
+    try:
+        result = run(engine, where, note, args.batch_size)
+    except BulkInterrupted as exc:
+        raise RuntimeFailure(
+            f"stopped by a database error after {exc.done.total} job(s) {done} in "
+            f"{exc.done.batches} committed transaction(s): {short_error(exc.cause)}; "
+            "those changes stay: run the same command again to go on"
+        ) from None
     parts = ", ".join(f"{n} now {state.value}" for state, n in sorted(result.changed.items()))
     print(f"{result.total} job(s) {done}{f' ({parts})' if parts else ''}")
     if result.batches > 1:

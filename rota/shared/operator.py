@@ -14,6 +14,11 @@ is chosen and changed by the same guarded statement as the single form
 jobs make a thousand short transactions, never one that holds SQLite's write
 lock (or PostgreSQL row locks) for the whole run. A job that moved on between
 batches is left alone by the guard. ``count_matching`` answers a dry run.
+
+A batch that fails (the database went away, a deadlock with an executor)
+raises ``BulkInterrupted`` with what the committed batches did: running the
+same operation again goes on from there, since the jobs already changed no
+longer match.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from rota.shared.actions import ActionNote
 from rota.shared.events import emit
@@ -58,15 +64,6 @@ class StateNotAllowed(ValueError):
 
 
 @dataclass(frozen=True)
-class JobControl:
-    """The job a reference resolved to, and what the request did to it."""
-
-    job_id: uuid.UUID
-    changed: bool
-    state: JobState
-
-
-@dataclass(frozen=True)
 class BulkResult:
     """How many jobs reached each state, in how many transactions."""
 
@@ -76,6 +73,24 @@ class BulkResult:
     @property
     def total(self) -> int:
         return sum(self.changed.values())
+
+
+class BulkInterrupted(RuntimeError):
+    """A batch failed; ``done`` is what the batches committed before it did."""
+
+    def __init__(self, done: BulkResult, cause: SQLAlchemyError) -> None:
+        super().__init__(str(cause))
+        self.done = done
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class JobControl:
+    """The job a reference resolved to, and what the request did to it."""
+
+    job_id: uuid.UUID
+    changed: bool
+    state: JobState
 
 
 def cancel_job(engine: Engine, ref: str, note: ActionNote | None = None) -> JobControl:
@@ -177,9 +192,12 @@ def _bulk(
     batches = 0
     after: uuid.UUID | None = None
     while True:
-        with engine.begin() as conn:
-            ids = job_ids_after(conn, where, after, batch)
-            changed = apply(conn, ids) if ids else {}
+        try:
+            with engine.begin() as conn:
+                ids = job_ids_after(conn, where, after, batch)
+                changed = apply(conn, ids) if ids else {}
+        except SQLAlchemyError as exc:
+            raise BulkInterrupted(BulkResult(dict(counts), batches), exc) from exc
         if not ids:
             break
         batches += 1
