@@ -15,6 +15,14 @@ jobs make a thousand short transactions, never one that holds SQLite's write
 lock (or PostgreSQL row locks) for the whole run. A job that moved on between
 batches is left alone by the guard. ``count_matching`` answers a dry run.
 
+On SQLite the write lock is not handed over fairly: a writer waiting for it
+polls (every 100 ms at worst, SQLite's busy handler), and a loop that begins
+its next transaction right after a commit would win every time, starving
+producers and executors until the bulk operation ends. So between batches it
+leaves the lock free for as long as the batch held it, at most
+``SQLITE_YIELD_MAX``: the bulk operation takes at most about half of the
+write lock's time while others wait for it.
+
 A batch that fails (the database went away, a deadlock with an executor)
 raises ``BulkInterrupted`` with what the committed batches did: running the
 same operation again goes on from there, since the jobs already changed no
@@ -24,6 +32,7 @@ longer match.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -51,6 +60,7 @@ from rota.shared.states import JobState
 log = logging.getLogger("rota.operator")
 
 BULK_BATCH = 1000
+SQLITE_YIELD_MAX = 0.1  # seconds: the slowest poll of a writer waiting in SQLite's busy handler
 
 _EVENTS = {
     JobState.CANCELLED: "job_cancelled",
@@ -191,7 +201,9 @@ def _bulk(
     counts: Counter[JobState] = Counter()
     batches = 0
     after: uuid.UUID | None = None
+    sqlite = engine.dialect.name == "sqlite"
     while True:
+        started = time.monotonic()
         try:
             with engine.begin() as conn:
                 ids = job_ids_after(conn, where, after, batch)
@@ -207,6 +219,8 @@ def _bulk(
         if len(ids) < batch:
             break
         after = ids[-1]
+        if sqlite:  # let waiting writers have the lock (see the module's docstring)
+            time.sleep(min(time.monotonic() - started, SQLITE_YIELD_MAX))
     return BulkResult(dict(counts), batches)
 
 
