@@ -90,7 +90,8 @@ def job_filter(conn: Connection, args: argparse.Namespace) -> JobFilter:
     types = tuple(dict.fromkeys(checked_arg("--type", t) for t in args.type or ()))
     schedules = tuple(dict.fromkeys(checked_arg("--schedule", s) for s in args.schedule or ()))
     states = parse_states(args.state)
-    missing_types = [t for t in types if t not in get_job_types(conn, types)]
+    stored = get_job_types(conn, types)
+    missing_types = [t for t in types if t not in stored]
     if missing_types:
         known = sorted(load_job_types(conn))
         name = missing_types[0]
