@@ -375,6 +375,10 @@ def test_preview_name_alone_previews_the_schedule_as_applied(
         "--json",
     )
     assert again == from_db
+    code, interleaved, _ = rota(
+        capsys, "preview", str(path), "--from", start, "--count", "2", "nightly-report", "--json"
+    )
+    assert code == 0 and interleaved == from_file  # options between FILE and NAME, as before
 
     assert rota(capsys, "pause", "nightly-report", "--db", db_url)[0] == 0
     code, out, _ = rota(capsys, "preview", "nightly-report", "--db", db_url, "--count", "1")

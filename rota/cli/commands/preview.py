@@ -49,11 +49,13 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "preview",
         help="show a schedule's next fire instants (from a file, or as applied)",
+        usage="rota preview [FILE] NAME [--from ISO] [--count N] [--json] [--with-skipped] "
+        "[--db URL] [--schema NAME]",
     )
     p.add_argument(
         "words",
         nargs="+",
-        metavar="[FILE] NAME",
+        metavar="FILE_OR_NAME",
         help="the schedule NAME in the schedule FILE (YAML; no database needed), or, "
         "without FILE, as applied in the database",
     )
@@ -73,7 +75,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="--json: include wall times skipped by the DST policy",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, trailing_words="words")
 
 
 def run(args: argparse.Namespace) -> int:
