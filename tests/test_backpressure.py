@@ -71,7 +71,10 @@ def test_a_definition_stored_before_the_limits_reads_back_unchanged() -> None:
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ("max_queued: 0", "f.yaml:4: job type 'w', max_queued: must be between 1 and 1,000,000,000, got 0"),
+        (
+            "max_queued: 0",
+            "f.yaml:4: job type 'w', max_queued: must be between 1 and 1,000,000,000, got 0",
+        ),
         ("max_queued: lots", "f.yaml:4: job type 'w', max_queued: expected a whole number"),
         ("max_queue_age: 0s", "f.yaml:4: job type 'w', max_queue_age: must be longer than 0s"),
         ("max_queue_age: 5", "f.yaml:4: job type 'w', max_queue_age: bad duration"),

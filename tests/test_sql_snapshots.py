@@ -21,7 +21,7 @@ from sqlalchemy import ClauseElement, TextClause
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import SAWarning
 
-from rota.shared.queries import jobs_claim, jobs_control, jobs_insert, jobs_lease, jobs_outcome
+from rota.shared.queries import jobs_claim, jobs_insert, jobs_lease, jobs_outcome
 from rota.shared.queries import schedules as schedule_queries
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
@@ -63,10 +63,6 @@ STATEMENTS: dict[str, Callable[[], str]] = {
     "insert_jobs.postgresql": lambda: _render(jobs_insert._pg_insert(None)),
     "insert_jobs.sqlite": lambda: _render(jobs_insert._SQLITE_INSERT),
     "advance_cursors.postgresql": lambda: _render(schedule_queries._PG_ADVANCE),
-    "cancel.postgresql": lambda: _render(jobs_control._PG_CANCEL),
-    "cancel.sqlite": lambda: _render(jobs_control._SQLITE_CANCEL),
-    "replay.postgresql": lambda: _render(jobs_control._PG_REPLAY),
-    "replay.sqlite": lambda: _render(jobs_control._SQLITE_REPLAY),
 }
 
 

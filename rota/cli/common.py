@@ -8,19 +8,21 @@ failure. A user mistake never prints a traceback: commands raise ``UserError``
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import math
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
+from rota.shared.actions import ActionNote, check_note_text
 from rota.shared.database import (
     BadDatabaseSetting,
     DatabaseError,
@@ -69,6 +71,47 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help="apply this schedule file first (like `rota apply FILE`)"
     )
+
+
+def add_reason_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--reason",
+        metavar="TEXT",
+        help="why (kept with your OS user name and the time; shown by `rota job` and "
+        "`rota schedules`)",
+    )
+
+
+def os_user() -> str:
+    """Who runs this command: the login name ($LOGNAME, $USER...), else the account's name
+    in the password database, else the numeric user id (a container with neither)."""
+    candidates: list[Callable[[], str]] = [getpass.getuser]
+    if hasattr(os, "getuid"):
+        import pwd  # POSIX only
+
+        candidates.append(lambda: pwd.getpwuid(os.getuid()).pw_name)
+    for candidate in candidates:
+        try:
+            return ActionNote.of(candidate()).actor
+        except (OSError, KeyError, ValueError):  # unset, unknown, or unprintable
+            continue
+    return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown user"
+
+
+def operator_note(args: argparse.Namespace) -> ActionNote:
+    """The OS user and ``--reason``, checked (a reason that cannot be kept is exit 2)."""
+    try:
+        return ActionNote.of(os_user(), getattr(args, "reason", None))
+    except ValueError as exc:
+        raise UserError(f"--reason: {exc}") from None
+
+
+def checked_arg(option: str, value: str, max_chars: int = 200) -> str:
+    """A name from the command line, refused (exit 2) when no row could ever hold it."""
+    try:
+        return check_note_text(option, value, max_chars)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def database_url(args: argparse.Namespace) -> str:

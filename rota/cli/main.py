@@ -72,7 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     # a typo) gets the parser of every command, with its listing and errors.
     chosen = words[0] if words and words[0] in COMMANDS else None
     parser = build_parser(chosen)
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    # A command whose positionals vary in number (``rota preview [FILE] NAME``)
+    # names them in ``trailing_words``: words after its options join them, as
+    # argparse would do for a fixed number (``rota preview FILE --count 3 NAME``).
+    trailing = getattr(args, "trailing_words", None)
+    if extra and (trailing is None or any(w.startswith("-") for w in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra and trailing is not None:
+        setattr(args, trailing, [*getattr(args, trailing), *extra])
     try:
         code: int = args.func(args)
     except ConfigError as exc:

@@ -108,17 +108,44 @@ def attempt_json(attempt: Row) -> dict[str, Any]:
     return {k: _json_value(v) for k, v in attempt.items() if k != "attempt_id"}
 
 
+def _cell(text: str | None, width: int) -> str:
+    """``text`` in a column of ``width``, cut with an ellipsis when longer ("-" for none)."""
+    value = text or "-"
+    if len(value) > width:
+        value = value[: width - 1] + "\u2026"
+    return f"{value:{width}}"
+
+
 def jobs_table(rows: Sequence[Row], now: datetime) -> str:
-    lines = [f"{'JOB ID':36}  {'TYPE':20}  {'STATE':16}  STATUS"]
+    lines = [f"{'JOB ID':36}  {'TYPE':20}  {'SCHEDULE':20}  {'STATE':16}  STATUS"]
     for job in rows:
         lines.append(
-            f"{job['job_id']!s:36}  {job['job_type'][:20]:20}  {job['state']:16}  "
-            f"{describe(job, now)}"
+            f"{job['job_id']!s:36}  {_cell(job['job_type'], 20)}  "
+            f"{_cell(job['schedule_name'], 20)}  {job['state']:16}  {describe(job, now)}"
         )
     return "\n".join(lines)
 
 
-def job_detail(job: Row, attempts: Sequence[Row], now: datetime) -> str:
+def action_line(action: Row) -> str:
+    """``cancel by alice at 2026-03-02 10:00:00Z: the upstream API is down``.
+
+    ``action`` is an ``operator_actions`` row, or its ``action_json`` form.
+    """
+    at = action["at"]
+    if isinstance(at, str):  # the action_json form
+        at = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    when = _at(at)
+    why = f": {action['reason']}" if action["reason"] else " (no reason given)"
+    return f"{action['action']} by {action['actor']} at {when}{why}"
+
+
+def action_json(action: Row) -> dict[str, Any]:
+    return {k: _json_value(action[k]) for k in ("action", "actor", "reason", "at")}
+
+
+def job_detail(
+    job: Row, attempts: Sequence[Row], now: datetime, actions: Sequence[Row] = ()
+) -> str:
     lines = [
         f"job {job['job_id']}",
         f"  type        {job['job_type']} (pool {job['pool']}, priority {job['priority']})",
@@ -154,4 +181,7 @@ def job_detail(job: Row, attempts: Sequence[Row], now: datetime) -> str:
             f"    #{a['attempt']} gen {a['lease_generation']} on {a['worker_id']} at "
             f"{_at(a['started_at'])}{took}: {outcome}{error}"
         )
+    if actions:
+        lines.append("  operator actions")
+        lines += [f"    {action_line(a)}" for a in actions]
     return "\n".join(lines)

@@ -13,10 +13,14 @@
 
 The job types of the file are upserted in the same transaction. A dry run does
 all of it and rolls back, so it reports exactly what a real apply would do.
+Every changed field of a schedule or job type is reported with its old and new
+value (``FieldChange``), nested ones (``dst``, ``backoff``, ``args``) one key
+deep, so a reviewer sees ``cron: "0 2 * * *" -> "0 3 * * *"``, not just "cron".
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +47,42 @@ from rota.shared.queries.schedules import (
 
 log = logging.getLogger("rota.scheduler")
 
+_VALUE_SHOWN = 200  # characters of one old or new value in the report
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One changed field (``dst.ambiguous`` for a nested one); None means absent."""
+
+    field: str
+    old: Any
+    new: Any
+
+    def render(self) -> str:
+        return f"{self.field}: {_show(self.old)} -> {_show(self.new)}"
+
+
+def _show(value: Any) -> str:
+    """A value as JSON (quotes, escaped control characters), cut short when long."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= _VALUE_SHOWN else text[: _VALUE_SHOWN - 3] + "..."
+
+
+def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[FieldChange, ...]:
+    """Every field whose value differs, in ``new``'s order; mappings compared key by key."""
+    out: list[FieldChange] = []
+    for key in [*new, *(k for k in old if k not in new)]:
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += [
+                FieldChange(f"{key}.{c.field}", c.old, c.new) for c in field_changes(a, b)
+            ]
+        else:
+            out.append(FieldChange(key, a, b))
+    return tuple(out)
+
 
 @dataclass(frozen=True)
 class ApplyResult:
@@ -53,6 +93,9 @@ class ApplyResult:
     unchanged: int = 0
     job_types: Mapping[str, str] = field(default_factory=dict)  # name -> added | changed
     dry_run: bool = False
+    # name -> its changed fields, old and new (changed and revived schedules)
+    schedule_diffs: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
+    job_type_diffs: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
 
     @property
     def has_changes(self) -> bool:
@@ -61,10 +104,16 @@ class ApplyResult:
     def render(self) -> str:
         lines: list[str] = []
         lines += [f"+ {name}  (added)" for name in self.added]
-        lines += [f"+ {name}  (revived)" for name in self.revived]
-        lines += [f"~ {name}  (changed: {', '.join(f)})" for name, f in self.changed.items()]
+        for name in self.revived:
+            lines.append(f"+ {name}  (revived)")
+            lines += self._diff_lines(self.schedule_diffs.get(name, ()))
+        for name, fields in self.changed.items():
+            lines.append(f"~ {name}  (changed: {', '.join(fields)})")
+            lines += self._diff_lines(self.schedule_diffs.get(name, ()))
         lines += [f"- {name}  (removed: kept, no longer fires)" for name in self.removed]
-        lines += [f"  job type {name}: {what}" for name, what in sorted(self.job_types.items())]
+        for name, what in sorted(self.job_types.items()):
+            lines.append(f"  job type {name}: {what}")
+            lines += self._diff_lines(self.job_type_diffs.get(name, ()))
         summary = (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.revived)} revived, "
             f"{len(self.removed)} removed, {self.unchanged} unchanged"
@@ -72,6 +121,10 @@ class ApplyResult:
         if self.dry_run:
             summary += " (dry run: nothing applied)"
         return "\n".join([*lines, summary])
+
+    @staticmethod
+    def _diff_lines(changes: tuple[FieldChange, ...]) -> list[str]:
+        return [f"      {c.render()}" for c in changes]
 
 
 def apply_file(
@@ -119,11 +172,18 @@ def _apply(
     dry_run: bool,
 ) -> ApplyResult:
     rows = lock_all_schedules(conn)
+    stored_types = load_job_types(conn)
     job_type_changes = upsert_job_types(conn, sf.job_types.values())
+    job_type_diffs = {
+        name: field_changes(stored_types[name].to_json(), sf.job_types[name].to_json())
+        for name, what in job_type_changes.items()
+        if what == "changed"
+    }
     _refuse_unknown_stored_job_types(conn, sf)
     added: list[str] = []
     revived: list[str] = []
     changed: dict[str, tuple[str, ...]] = {}
+    diffs: dict[str, tuple[FieldChange, ...]] = {}
     unchanged = 0
     for name, spec in sorted(sf.schedules.items()):
         row = rows.get(name)
@@ -146,6 +206,7 @@ def _apply(
             # decides what the time it was set aside missed.
             nxt = clock if row["set_aside_reason"] is not None or old is None else None
         redefine_schedule(conn, spec, cursor_at=cursor, next_fire_at=nxt, move_cursor=move)
+        diffs[name] = field_changes({} if old is None else old.to_json(), spec.to_json())
         if was_removed:
             revived.append(name)
         else:
@@ -160,6 +221,8 @@ def _apply(
         unchanged=unchanged,
         job_types=job_type_changes,
         dry_run=dry_run,
+        schedule_diffs=diffs,
+        job_type_diffs=job_type_diffs,
     )
     if result.has_changes and not dry_run:
         notify_schedules_changed(conn)

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import uuid
 from dataclasses import dataclass
@@ -32,10 +33,12 @@ from rota.scheduler.jitter import run_after
 from rota.scheduler.misfire import repeat_period, scan
 from rota.scheduler.rules import compile_rule
 from rota.scheduler.tick import TickResult, materialize_batch
+from rota.shared.actions import ActionNote, OperatorAction
 from rota.shared.config.model import JobTypeSpec, ScheduleSpec
 from rota.shared.events import emit
 from rota.shared.queries.job_types import get_job_type
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.shared.queries.operator_actions import record_schedule_action
 from rota.shared.queries.schedules import (
     get_schedule,
     notify_schedules_changed,
@@ -54,10 +57,26 @@ BACKFILL_BATCH = 500
 BACKFILL_LIMIT = 10_000
 
 
+KNOWN_LISTED = 10  # beyond this many schedules, an unknown name gets close matches only
+
+
 class UnknownSchedule(LookupError):
     def __init__(self, name: str, known: list[str]) -> None:
-        listing = ", ".join(known) if known else "none: run `rota apply FILE` first"
-        super().__init__(f"unknown schedule {name!r}; known schedules: {listing}")
+        shown = repr(name if len(name) <= 80 else name[:80] + "...")
+        if not known:
+            hint = "; no schedules yet: run `rota apply FILE` first"
+        elif len(known) <= KNOWN_LISTED:
+            close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            maybe = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            hint = f"{maybe} (known schedules: {', '.join(known)})"
+        else:
+            close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            hint = (
+                f"; did you mean {' or '.join(map(repr, close))}?"
+                if close
+                else f" among the {len(known)} schedules (`rota schedules` lists them)"
+            )
+        super().__init__(f"unknown schedule {shown}{hint}")
         self.name = name
         self.known = known
 
@@ -112,23 +131,37 @@ def _require(conn: Connection, name: str, *, lock: bool = False) -> RowMapping:
     return row
 
 
-def pause(engine: Engine, name: str, now: datetime | None = None) -> bool:
-    """Pause ``name``; False when it was already paused."""
+def pause(
+    engine: Engine, name: str, now: datetime | None = None, note: ActionNote | None = None
+) -> bool:
+    """Pause ``name``; False when it was already paused (then ``note`` is not recorded)."""
     with engine.begin() as conn:
         _require(conn, name, lock=True)
         changed = pause_if_active(conn, name, now)
         if changed:
+            if note is not None:
+                record_schedule_action(conn, OperatorAction.PAUSE, name, note, now)
             notify_schedules_changed(conn)
     if changed:
-        emit(log, "schedule_paused", schedule=name)
+        emit(
+            log,
+            "schedule_paused",
+            schedule=name,
+            actor=note.actor if note else None,
+            reason=note.reason if note else None,
+        )
     return changed
 
 
-def resume(engine: Engine, name: str, now: datetime | None = None) -> ResumeResult:
+def resume(
+    engine: Engine, name: str, now: datetime | None = None, note: ActionNote | None = None
+) -> ResumeResult:
     """Resume ``name`` and apply its misfire policy to what the pause missed."""
     with engine.begin() as conn:
         _require(conn, name, lock=True)
         was_paused = resume_if_paused(conn, name)
+        if was_paused and note is not None:
+            record_schedule_action(conn, OperatorAction.RESUME, name, note, now)
         tick, log_events = materialize_batch(
             conn,
             CompiledSchedules(),

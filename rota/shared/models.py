@@ -26,6 +26,7 @@ from sqlalchemy import (
     true,
 )
 
+from rota.shared.actions import OperatorAction
 from rota.shared.sqltime import UTCDateTime, db_now
 from rota.shared.states import (
     ALL_STATES,
@@ -326,6 +327,42 @@ metric_inbox = Table(
     Column("total", Float, nullable=False),
 )
 
+# Who cancelled, replayed, paused or resumed what, when and why (0007). Not
+# columns on jobs: every claim and heartbeat rewrites a job's row, and a
+# reason carried there would be copied each time; and a job replayed after a
+# cancel keeps both notes. Rows go with their job or schedule (CASCADE).
+operator_actions = Table(
+    "operator_actions",
+    metadata,
+    Column(
+        "action_id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column("job_id", Uuid(), ForeignKey("jobs.job_id", ondelete="CASCADE")),
+    Column("schedule_name", String(200), ForeignKey("schedules.name", ondelete="CASCADE")),
+    Column("action", String(20), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("reason", Text),
+    Column("at", UTCDateTime(), nullable=False),
+    CheckConstraint(f"action IN {sql_in(OperatorAction)}", name="action_known"),
+    CheckConstraint("(job_id IS NULL) <> (schedule_name IS NULL)", name="one_target"),
+    Index(
+        "ix_operator_actions_job",
+        "job_id",
+        postgresql_where=text("job_id IS NOT NULL"),
+        sqlite_where=text("job_id IS NOT NULL"),
+    ),
+    Index(
+        "ix_operator_actions_schedule",
+        "schedule_name",
+        "action_id",
+        postgresql_where=text("schedule_name IS NOT NULL"),
+        sqlite_where=text("schedule_name IS NOT NULL"),
+    ),
+)
+
 __all__ = [
     "db_now",
     "job_attempts",
@@ -335,6 +372,7 @@ __all__ = [
     "metric_inbox",
     "metric_minutes",
     "metric_totals",
+    "operator_actions",
     "schedule_skips",
     "schedules",
     "workers",

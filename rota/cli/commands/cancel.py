@@ -1,46 +1,61 @@
-"""``rota cancel ID``: request cancellation of a job.
+"""``rota cancel ID`` / ``rota cancel --type T --state QUEUED``: request cancellation.
 
 A QUEUED or RETRY_WAIT job is cancelled at once. A RUNNING job is asked to stop
 (CANCEL_REQUESTED): its handler learns it at its next ``ctx.checkpoint()`` and
 the worker acknowledges (CANCELLED); if the worker died, the sweeper cancels it
 when the lease expires. A job that already finished is left as it is: the
 command says so and exits 0 (the job is not running, which is what was asked).
-An unknown id or a malformed one is bad input (exit 2).
+An unknown id, an ambiguous prefix or a malformed one is bad input (exit 2).
+
+The bulk form cancels every job the filters match (in QUEUED, RETRY_WAIT or
+RUNNING, or the ``--state`` given among them), in bounded batches, with the same
+statement as the single form. ``--reason`` is kept with the OS user and the time.
 """
 
 from __future__ import annotations
 
 import argparse
-import uuid
 from typing import Any
 
-from rota.cli.common import EXIT_OK, UserError, add_db_option, open_database
-from rota.shared.queries.jobs_control import request_cancel
+from rota.cli.bulk import add_single_and_bulk_options, check_form, run_bulk
+from rota.cli.common import EXIT_OK, UserError, open_database, operator_note
+from rota.shared.operator import bulk_cancel, cancel_job, cancel_states
+from rota.shared.queries.job_ids import JobRefError
 from rota.shared.states import JobState
 
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "cancel", help="request cancellation of a job (cooperative for a running job)"
+        "cancel",
+        help="request cancellation of a job, or of every job matching filters",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
-    add_db_option(p)
-    p.add_argument("job_id", metavar="ID", help="the job's id")
+    add_single_and_bulk_options(
+        p, "bulk form: QUEUED, RETRY_WAIT and/or RUNNING (default: all three)"
+    )
     p.set_defaults(func=run)
 
 
-def parse_job_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise UserError(f"{text!r} is not a job id (a UUID, as `rota jobs` prints it)") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    job_id = parse_job_id(args.job_id)
-    with open_database(args) as engine, engine.begin() as conn:
-        result = request_cancel(conn, job_id)
-    if result.state is None:
-        raise UserError(f"no job {job_id}")
+    bulk = check_form(args, "cancel")
+    note = operator_note(args)
+    with open_database(args) as engine:
+        if bulk:
+            run_bulk(
+                engine,
+                args,
+                note,
+                states_of=cancel_states,
+                run=lambda e, where, n, batch: bulk_cancel(e, where, n, batch=batch),
+                verb="cancel",
+                done="cancelled",
+            )
+            return EXIT_OK
+        try:
+            result = cancel_job(engine, args.job_id, note)
+        except JobRefError as exc:
+            raise UserError(str(exc)) from None
+    job_id = result.job_id
     if result.changed and result.state is JobState.CANCELLED:
         print(f"{job_id}: cancelled")
     elif result.changed:

@@ -1,4 +1,8 @@
-"""``rota jobs``: list jobs, newest first, each with a line saying what it is doing."""
+"""``rota jobs``: list jobs, newest first, each with a line saying what it is doing.
+
+Filters: ``--state FAILED,RETRY_WAIT``, ``--type T``, ``--schedule NAME``,
+``--since 1h`` (or an ISO instant); see ``rota.cli.filters``.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,9 @@ import sys
 from typing import Any
 
 from rota.cli.common import UserError, add_db_option, open_database
+from rota.cli.filters import add_filter_options, job_filter
 from rota.cli.status import job_json, jobs_table
 from rota.shared.queries.jobs_read import database_now, list_jobs
-from rota.shared.states import ALL_STATES
 
 TABLE_LIMIT = 100
 MAX_LIMIT = 10_000_000
@@ -18,14 +22,7 @@ MAX_LIMIT = 10_000_000
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser("jobs", help="list jobs")
-    p.add_argument(
-        "--state",
-        choices=ALL_STATES,
-        type=str.upper,
-        metavar="S",
-        help="one of " + ", ".join(ALL_STATES),
-    )
-    p.add_argument("--schedule", metavar="NAME")
+    add_filter_options(p)
     p.add_argument(
         "--limit",
         type=int,
@@ -42,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--limit must be between 1 and {MAX_LIMIT:,}, got {args.limit}")
     limit = args.limit if args.limit is not None else (None if args.json else TABLE_LIMIT)
     with open_database(args) as engine, engine.connect() as conn:
+        where = job_filter(conn, args)
         now = database_now(conn)
-        rows = list_jobs(conn, state=args.state, schedule=args.schedule, limit=limit)
+        rows = list_jobs(conn, where=where, limit=limit)
     if args.json:
         print(json.dumps([job_json(r, now) for r in rows], indent=2))
     else:

@@ -1,4 +1,7 @@
-"""``rota preview FILE NAME``: the next fire instants of one schedule; no database needed.
+"""``rota preview [FILE] NAME``: the next fire instants of one schedule.
+
+With a FILE, the schedule as the file declares it (no database needed);
+without, the schedule as applied in the database (``rota apply`` stored it).
 
 Each line gives the instant in UTC (the occurrence key's instant), the local
 time in the schedule's zone, and what DST did to it, if anything. ``--from``
@@ -16,17 +19,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 from rota.cli.commands.check import print_problems
-from rota.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_db_option
+from rota.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    UserError,
+    add_db_option,
+    checked_arg,
+    open_database,
+)
 from rota.scheduler.rules import Occurrence, compile_rule, effective_dst, is_fixed_time
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.fields import close_match
 from rota.scheduler.schedule_file.loader import load_schedule_file
 from rota.shared.config.model import ScheduleSpec
+from rota.shared.queries.schedules import get_schedule, read_clock, schedule_names
 from rota.shared.timefmt import parse_instant, utc_key
 
 DEFAULT_COUNT = 10
@@ -35,11 +47,19 @@ MAX_COUNT = 10_000
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "preview", help="show a schedule's next fire instants (no database needed)"
+        "preview",
+        help="show a schedule's next fire instants (from a file, or as applied)",
+        usage="rota preview [FILE] NAME [--from ISO] [--count N] [--json] [--with-skipped] "
+        "[--db URL] [--schema NAME]",
     )
-    p.add_argument("file", metavar="FILE", help="the schedule file (YAML)")
-    add_db_option(p)  # accepted like every command's; this one needs no database
-    p.add_argument("name", metavar="NAME", help="the schedule")
+    p.add_argument(
+        "words",
+        nargs="+",
+        metavar="FILE_OR_NAME",
+        help="the schedule NAME in the schedule FILE (YAML; no database needed), or, "
+        "without FILE, as applied in the database",
+    )
+    add_db_option(p)  # the file form needs no database
     p.add_argument(
         "--from",
         dest="start",
@@ -55,18 +75,25 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="--json: include wall times skipped by the DST policy",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, trailing_words="words")
 
 
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.count <= MAX_COUNT:
         print(f"rota preview: --count must be between 1 and {MAX_COUNT}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if len(args.words) > 2:
+        raise UserError("preview takes a schedule NAME, or a FILE and a NAME")
     try:
-        start = parse_instant(args.start) if args.start else datetime.now(UTC)
+        start = parse_instant(args.start) if args.start else None
     except ValueError as exc:
         print(f"rota preview: --from: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if len(args.words) == 1:
+        stored, clock, status = _applied(args, args.words[0], start)
+        show(args, stored, clock, status)
+        return EXIT_OK
+    args.file, args.name = args.words
     try:
         loaded = load_schedule_file(args.file)
     except ConfigError as exc:
@@ -82,17 +109,48 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    show(args, spec, start or datetime.now(UTC))
+    return EXIT_OK
+
+
+def _applied(
+    args: argparse.Namespace, name: str, start: datetime | None
+) -> tuple[ScheduleSpec, datetime, str | None]:
+    """The stored definition of ``name``, the start (default: the database clock), a status."""
+    name = checked_arg("NAME", name)
+    with open_database(args) as engine, engine.connect() as conn:
+        row = get_schedule(conn, name)
+        if row is None:
+            from rota.scheduler.control import UnknownSchedule  # only on this error path
+
+            hint = (
+                f"; to preview from a file, give it and a NAME: `rota preview {name} NAME`"
+                if os.path.isfile(name)
+                else ""
+            )
+            raise UserError(f"{UnknownSchedule(name, schedule_names(conn))}{hint}")
+        clock = read_clock(conn) if start is None else start
+    status = None
+    if row["removed"]:
+        status = "removed from the schedule file: it no longer fires"
+    elif row["paused"]:
+        status = "paused: these instants fire only once it is resumed"
+    return ScheduleSpec.from_json(row["definition"]), clock, status
+
+
+def show(
+    args: argparse.Namespace, spec: ScheduleSpec, start: datetime, status: str | None = None
+) -> None:
     occurrences = upcoming(spec, start, args.count)
     if args.json:
         shown = [o for o in occurrences if args.with_skipped or not o.skipped]
         print(json.dumps([occurrence_json(o) for o in shown], indent=2))
-    else:
-        print(describe(spec))
-        for occ in occurrences:
-            print(occurrence_line(occ))
-        if sum(not o.skipped for o in occurrences) < args.count:
-            print("(no more occurrences)")
-    return EXIT_OK
+        return
+    print(describe(spec) + (f" ({status})" if status else ""))
+    for occ in occurrences:
+        print(occurrence_line(occ))
+    if sum(not o.skipped for o in occurrences) < args.count:
+        print("(no more occurrences)")
 
 
 def upcoming(spec: ScheduleSpec, start: datetime, count: int) -> list[Occurrence]:

@@ -1,8 +1,13 @@
-"""``rota replay ID``: put a FAILED job back in the queue with a fresh attempt budget.
+"""``rota replay ID`` / ``rota replay --state FAILED --type T``: requeue FAILED jobs.
 
-The job's attempt history (``job_attempts``) is kept and its lease generation
-keeps counting up. Only a FAILED job can be replayed: any other state, an
-unknown id or a malformed one is bad input (exit 2).
+A replayed job goes back to QUEUED with a fresh attempt budget. Its attempt
+history (``job_attempts``) is kept and its lease generation keeps counting up.
+Only a FAILED job can be replayed: any other state, an unknown id, an
+ambiguous prefix or a malformed one is bad input (exit 2).
+
+The bulk form replays every FAILED job the filters match, in bounded batches,
+with the same statement as the single form. ``--reason`` is kept with the OS
+user and the time.
 """
 
 from __future__ import annotations
@@ -10,27 +15,45 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rota.cli.commands.cancel import parse_job_id
-from rota.cli.common import EXIT_OK, UserError, add_db_option, open_database
-from rota.shared.queries.jobs_control import replay_failed
+from rota.cli.bulk import add_single_and_bulk_options, check_form, run_bulk
+from rota.cli.common import EXIT_OK, UserError, open_database, operator_note
+from rota.shared.operator import bulk_replay, replay_job, replay_states
+from rota.shared.queries.job_ids import JobRefError
 
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "replay", help="requeue a FAILED job with a fresh attempt budget, keeping its history"
+        "replay",
+        help="requeue a FAILED job (or every FAILED job matching filters) with a fresh "
+        "attempt budget, keeping its history",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
-    add_db_option(p)
-    p.add_argument("job_id", metavar="ID", help="the job's id")
+    add_single_and_bulk_options(p, "bulk form: FAILED (the default; no other state replays)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    job_id = parse_job_id(args.job_id)
-    with open_database(args) as engine, engine.begin() as conn:
-        result = replay_failed(conn, job_id)
-    if result.state is None:
-        raise UserError(f"no job {job_id}")
+    bulk = check_form(args, "replay")
+    note = operator_note(args)
+    with open_database(args) as engine:
+        if bulk:
+            run_bulk(
+                engine,
+                args,
+                note,
+                states_of=replay_states,
+                run=lambda e, where, n, batch: bulk_replay(e, where, n, batch=batch),
+                verb="replay",
+                done="queued again",
+            )
+            return EXIT_OK
+        try:
+            result = replay_job(engine, args.job_id, note)
+        except JobRefError as exc:
+            raise UserError(str(exc)) from None
     if not result.changed:
-        raise UserError(f"job {job_id} is {result.state.value}: only a FAILED job can be replayed")
-    print(f"{job_id}: queued again with a fresh attempt budget")
+        raise UserError(
+            f"job {result.job_id} is {result.state.value}: only a FAILED job can be replayed"
+        )
+    print(f"{result.job_id}: queued again with a fresh attempt budget")
     return EXIT_OK

@@ -1,4 +1,9 @@
-"""``rota schedules [--json]``: the declared schedules, their next and last fire, and skips."""
+"""``rota schedules [--json]``: the declared schedules, their next and last fire, and skips.
+
+Skipped occurrences are counted by reason (misfire, dst, overlap, paused; the
+``schedule_skips`` ledger), with the latest range of each; the last operator
+action (pause or resume: who, when, why) is shown too.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,12 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import RowMapping
 
 from rota.cli.common import EXIT_OK, add_config_option, add_db_option, open_database
+from rota.cli.status import action_json, action_line
 from rota.shared.config.model import ScheduleSpec
+from rota.shared.queries.operator_actions import latest_schedule_actions
 from rota.shared.queries.schedule_skips import latest_by_reason, totals_by_reason
 from rota.shared.queries.schedules import list_schedules
+from rota.shared.states import SkipReason
 from rota.shared.timefmt import utc_key
 
 
@@ -41,7 +49,10 @@ def _local(value: datetime | None, zone: str) -> str | None:
 
 
 def describe(
-    row: RowMapping, totals: dict[str, int], latest: dict[str, RowMapping]
+    row: RowMapping,
+    totals: dict[str, int],
+    latest: dict[str, RowMapping],
+    action: RowMapping | None = None,
 ) -> dict[str, Any]:
     try:
         spec: ScheduleSpec | None = ScheduleSpec.from_json(row["definition"])
@@ -67,6 +78,10 @@ def describe(
         "removed": bool(row["removed"]),
         "skipped_count": int(row["skipped_count"]),
         "coalesced_count": int(row["coalesced_count"]),
+        "skipped_by_reason": {
+            reason: n for reason, n in sorted(totals.items()) if reason != SkipReason.COALESCED
+        },
+        "last_action": action_json(action) if action is not None else None,
         "skips": {
             reason: {
                 "total": totals.get(reason, 0),
@@ -115,10 +130,14 @@ def render(items: list[dict[str, Any]]) -> str:
             nxt += f"  (local {d['next_fire_local']})"
         lines.append(f"    next fire: {nxt}")
         lines.append(f"    last fire: {d['last_fire_at'] or '-'}")
+        by_reason = ", ".join(f"{r} {n}" for r, n in d["skipped_by_reason"].items())
         lines.append(
-            f"    skipped: {d['skipped_count']}  coalesced: {d['coalesced_count']}  "
+            f"    skipped: {d['skipped_count']}{f' ({by_reason})' if by_reason else ''}  "
+            f"coalesced: {d['coalesced_count']}  "
             f"(misfire {d['misfire']}, overlap {d['overlap']})"
         )
+        if d["last_action"] is not None:
+            lines.append(f"    last action: {action_line(d['last_action'])}")
         for reason, s in d["skips"].items():
             latest = s["latest"]
             lines.append(
@@ -133,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
         rows = list_schedules(conn)
         totals = totals_by_reason(conn)
         latest = latest_by_reason(conn)
-    items = [describe(r, totals.get(r["name"], {}), latest.get(r["name"], {})) for r in rows]
+        actions = latest_schedule_actions(conn)
+    items = [
+        describe(r, totals.get(r["name"], {}), latest.get(r["name"], {}), actions.get(r["name"]))
+        for r in rows
+    ]
     print(json.dumps(items, indent=2) if args.json else render(items))
     return EXIT_OK

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, RowMapping, select
+from sqlalchemy import ColumnElement, Connection, RowMapping, func, select
 
 from rota.shared.models import job_attempts, jobs
 from rota.shared.sqltime import db_now
@@ -19,19 +21,70 @@ def database_now(conn: Connection) -> datetime:
     return value
 
 
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs: each non-empty field narrows (any of its values); empty means all."""
+
+    states: tuple[str, ...] = ()
+    job_types: tuple[str, ...] = ()
+    schedules: tuple[str, ...] = ()
+    created_since: datetime | None = None  # created at or after
+
+    def clauses(self) -> list[ColumnElement[bool]]:
+        out: list[ColumnElement[bool]] = []
+        for column, values in (
+            (jobs.c.state, self.states),
+            (jobs.c.job_type, self.job_types),
+            (jobs.c.schedule_name, self.schedules),
+        ):
+            if len(values) == 1:
+                out.append(column == values[0])
+            elif values:
+                out.append(column.in_(values))
+        if self.created_since is not None:
+            out.append(jobs.c.created_at >= self.created_since)
+        return out
+
+
 def list_jobs(
     conn: Connection,
     *,
     state: str | None = None,
     schedule: str | None = None,
+    where: JobFilter | None = None,
     limit: int | None = 100,
 ) -> Sequence[RowMapping]:
-    stmt = select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.job_id).limit(limit)
+    """Jobs, newest first: those matching ``where`` (and ``state``, ``schedule`` if given)."""
+    stmt: Any = select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.job_id).limit(limit)
     if state is not None:
         stmt = stmt.where(jobs.c.state == state)
     if schedule is not None:
         stmt = stmt.where(jobs.c.schedule_name == schedule)
+    if where is not None:
+        stmt = stmt.where(*where.clauses())
     return conn.execute(stmt).mappings().all()
+
+
+def count_by_state(conn: Connection, where: JobFilter) -> dict[str, int]:
+    """{state: how many jobs match ``where``} (states with none are left out)."""
+    rows = conn.execute(
+        select(jobs.c.state, func.count()).where(*where.clauses()).group_by(jobs.c.state)
+    ).all()
+    return {state: int(n) for state, n in rows}
+
+
+def job_ids_after(
+    conn: Connection, where: JobFilter, after: uuid.UUID | None, limit: int
+) -> list[uuid.UUID]:
+    """The next ``limit`` ids matching ``where``, in id order after ``after`` (keyset paging).
+
+    Bulk operations walk the matches with this, one bounded batch at a time,
+    along the primary key: every batch starts where the last one ended.
+    """
+    stmt = select(jobs.c.job_id).where(*where.clauses())
+    if after is not None:
+        stmt = stmt.where(jobs.c.job_id > after)
+    return list(conn.execute(stmt.order_by(jobs.c.job_id).limit(limit)).scalars())
 
 
 def get_job(conn: Connection, job_id: uuid.UUID) -> RowMapping | None:

@@ -1,8 +1,0 @@
--- Rendered by tests/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
-UPDATE jobs
-SET state = CASE WHEN state = 'RUNNING' THEN 'CANCEL_REQUESTED' ELSE 'CANCELLED' END,
-    cancel_requested_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')),
-    finished_at = CASE WHEN state = 'RUNNING' THEN finished_at ELSE coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')) END,
-    updated_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
-WHERE job_id = :job_id AND state IN ('QUEUED', 'RETRY_WAIT', 'RUNNING')
-RETURNING state, job_type, created_at, finished_at, cancel_requested_at;
