@@ -489,9 +489,10 @@ def test_schedule_problem(body: str, expected: str) -> None:
             " like myapp.reports:generate",
         ),
         (
-            "{handler: 'm:f', retries: 3}",
-            "f.yaml:2: job type 'w': unknown key 'retries' (expected one of: handler, command,"
-            " pool, timeout, lease, max_attempts, backoff, idempotent, reconcile, priority)",
+            "{handler: 'm:f', tries: 3}",
+            "f.yaml:2: job type 'w': unknown key 'tries' (expected one of: handler, command,"
+            " pool, timeout, lease, max_attempts, backoff, idempotent, reconcile, priority,"
+            " retain)",
         ),
     ],
 )

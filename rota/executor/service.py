@@ -34,6 +34,7 @@ from rota.executor.identity import new_worker_id
 from rota.executor.jobtypes import JobTypeCache
 from rota.executor.lease import HeldJob, StopReason
 from rota.executor.listener import Listener
+from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from rota.executor.runner import run_held_job
 from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
@@ -71,6 +72,7 @@ class Executor:
         sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
         max_claim_batch: int = MAX_CLAIM_BATCH,
+        prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
         listen: bool = True,
         worker_id: str | None = None,
         rng: random.Random | None = None,
@@ -104,6 +106,9 @@ class Executor:
         # One held connection per loop; on SQLite they queue on one process lock.
         sqlite_lock = threading.Lock()
         self._claim_db = LoopConnection(engine, sqlite_lock)
+        # Retention: the claim loop prunes a bounded step when nothing is due (None: never).
+        self._pruner = Pruner(self._claim_db, self._types.all, prune_interval or 0.0)
+        self._prune_when_idle = prune_interval is not None
         self._writer = OutcomeWriter(
             LoopConnection(engine, sqlite_lock), self.worker_id, self._on_written
         )
@@ -169,8 +174,13 @@ class Executor:
                     # Busy, or more may be due: claim again once enough slots are free.
                     self._wait_for_slots(stop, min(next_sweep, time.monotonic() + 1.0))
                     continue
-                # The queue is drained for now: sleep until NOTIFY, a poll or a sweep.
+                # The queue is drained for now: sleep until NOTIFY, a poll or a sweep,
+                # after one bounded pruning step if a pass is due (then claim again).
                 wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()))
+                if self._prune_when_idle and self._pruner.due() and self._guarded(
+                    self._pruner.step
+                ):
+                    wait = 0.0
                 self._wake.wait(wait)
         finally:
             self.shutdown()
@@ -281,6 +291,10 @@ class Executor:
                 attempt_count=s.attempt_count,
             )
         return swept
+
+    def prune_once(self, now: datetime | None = None) -> None:
+        """Run one whole pruning pass now (the claim loop does it in steps when idle)."""
+        self._pruner.run_pass(now)
 
     def heartbeat_once(self, now: datetime | None = None) -> int:
         """Renew every held lease now (the heartbeat thread does this on its own)."""

@@ -31,6 +31,7 @@ from rota.shared.states import (
     ALL_STATES,
     CLAIMABLE_SQL,
     LEASED_SQL,
+    TERMINAL_SQL,
     UNFINISHED_SQL,
     JobState,
     SkipReason,
@@ -150,6 +151,16 @@ jobs = Table(
         postgresql_where=text(f"state IN {LEASED_SQL} AND concurrency_key IS NOT NULL"),
         sqlite_where=text(f"state IN {LEASED_SQL} AND concurrency_key IS NOT NULL"),
     ),
+    # Pruning (0009): "finished before T, in state S, of type X" is one range of
+    # this index. Finished rows only: a job enters it once, at its outcome.
+    Index(
+        "ix_jobs_finished",
+        "state",
+        "job_type",
+        "finished_at",
+        postgresql_where=text(f"state IN {TERMINAL_SQL}"),
+        sqlite_where=text(f"state IN {TERMINAL_SQL}"),
+    ),
     Index(
         "ix_jobs_leased_tenant",
         "tenant",
@@ -206,6 +217,9 @@ schedules = Table(
     Column("coalesced_count", BigInteger, nullable=False, server_default="0"),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # The newest regular occurrence whose job was pruned (0009): backfill creates
+    # nothing at or before it, so a pruned occurrence is never made again.
+    Column("pruned_through", UTCDateTime()),
     Index(
         "ix_schedules_due",
         "next_fire_at",

@@ -22,6 +22,7 @@ from rota.scheduler.rules.occurrence import RuleError
 from rota.scheduler.rules.zones import load_zone
 from rota.scheduler.schedule_file import yaml_tree
 from rota.scheduler.schedule_file.yaml_tree import Report, entries, is_null
+from rota.shared.config.model import RETAIN_FOREVER
 from rota.shared.durations import DurationError, parse_duration
 from rota.shared.timefmt import parse_instant
 
@@ -94,6 +95,16 @@ def duration(node: Node, *, positive: bool = False) -> timedelta:
     if positive and value <= timedelta(0):
         raise FieldError("must be longer than 0s")
     return value
+
+
+def retention(node: Node) -> timedelta | None:
+    """How long finished jobs are kept: a positive duration, or ``forever`` (None)."""
+    if construct(node) == RETAIN_FOREVER:
+        return None
+    try:
+        return duration(node, positive=True)
+    except FieldError as exc:
+        raise FieldError(f"{exc} (or {RETAIN_FOREVER})") from None
 
 
 def choice(node: Node, enum: type[E]) -> E:
