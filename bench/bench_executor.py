@@ -309,7 +309,7 @@ class Executors:
 def start_executors(
     db: Database,
     count: int,
-    concurrency: int,
+    concurrency: int | None,
     workdir: Path,
     *,
     poll_interval: float | None = None,
@@ -322,10 +322,9 @@ def start_executors(
     probes: list[Path] = []
     spies: list[subprocess.Popen[bytes]] = []
     for i in range(count):
-        rota_args = [
-            "executor", "--db", db.url, "--concurrency", str(concurrency),
-            "--log-level", "WARNING",
-        ]
+        rota_args = ["executor", "--db", db.url, "--log-level", "WARNING"]
+        if concurrency is not None:  # None: the executor's own default
+            rota_args += ["--concurrency", str(concurrency)]
         if poll_interval is not None:
             rota_args += ["--poll-interval", str(poll_interval)]
         if probe:
