@@ -157,7 +157,14 @@ def _steady(samples: Sequence[tuple[float, int]], count: int) -> float:
 # -- rota ---------------------------------------------------------------------------
 
 
-def rota_drain(backend: str, admin_url: str, count: int, processes: int, workdir: Path) -> Drain:
+def rota_drain(
+    backend: str,
+    admin_url: str,
+    count: int,
+    processes: int,
+    workdir: Path,
+    extra: Sequence[str] = (),
+) -> Drain:
     with fresh_database(backend, admin_url) as db:
         insert_noop_jobs(db, count)
         counter = (
@@ -170,7 +177,9 @@ def rota_drain(backend: str, admin_url: str, count: int, processes: int, workdir
             before = counter.xacts() if counter is not None else 0
             queries_before = counter.queries if counter is not None else 0
             started = time.perf_counter()
-            executors = start_executors(db, processes, None, workdir, tag=f"{backend}-default")
+            executors = start_executors(
+                db, processes, None, workdir, tag=f"{backend}-default", extra=extra
+            )
             try:
                 if counter is not None:
                     samples, marks = watch(
@@ -196,7 +205,7 @@ def rota_drain(backend: str, admin_url: str, count: int, processes: int, workdir
             if lite is not None:
                 lite.close()
         return Drain(
-            side=f"rota {backend}, {processes} executors",
+            side=" ".join([f"rota {backend}, {processes} executors", *extra]),
             jobs=count,
             seconds=samples[-1][0],
             steady_rate=_steady(samples, count),
@@ -361,6 +370,7 @@ def run(
     pgqueuer: bool,
     sqlite: bool,
     pgbench_seconds: int,
+    extra: Sequence[str] = (),
 ) -> list[Round]:
     results: list[Round] = []
     with tempfile.TemporaryDirectory(prefix="rota_bench_cmp_") as tmp:
@@ -373,13 +383,15 @@ def run(
             got: dict[str, Any] = {}
             for step in steps:
                 if step == "rota":
-                    got[step] = rota_drain("postgresql", admin_url, count, processes, workdir)
+                    got[step] = rota_drain(
+                        "postgresql", admin_url, count, processes, workdir, extra
+                    )
                 elif step == "pgqueuer" and pgqueuer:
                     got[step] = pgqueuer_drain(admin_url, count, workdir)
                 elif step == "pgbench":
                     got[step] = pgbench_tps(admin_url, processes, pgbench_seconds)
                 elif step == "sqlite":
-                    got[step] = rota_drain("sqlite", admin_url, count, processes, workdir)
+                    got[step] = rota_drain("sqlite", admin_url, count, processes, workdir, extra)
             r = Round(got["rota"], got.get("pgqueuer"), got["pgbench"], got.get("sqlite"))
             results.append(r)
             print_round(i + 1, r)
@@ -399,6 +411,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-pgqueuer", action="store_true", help="rota and pgbench only")
     parser.add_argument("--sqlite", action="store_true", help="rota on SQLite too")
     parser.add_argument("--pgbench-seconds", type=int, default=5)
+    parser.add_argument(
+        "--executor-args",
+        default="",
+        metavar="ARGS",
+        help='extra `rota executor` options, e.g. "--concurrency 32" (default: none)',
+    )
     args = parser.parse_args(argv)
     print(
         f"rota (defaults, {args.processes} executors) vs pgqueuer (its defaults, 1 worker) vs "
@@ -413,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pgqueuer=not args.no_pgqueuer,
         sqlite=args.sqlite,
         pgbench_seconds=args.pgbench_seconds,
+        extra=args.executor_args.split(),
     )
     print_summary(rounds)
     drains = [d for r in rounds for d in (r.rota, r.sqlite) if d is not None]

@@ -316,6 +316,7 @@ def start_executors(
     probe: bool = False,
     py_spy_dir: Path | None = None,
     tag: str = "",
+    extra: Sequence[str] = (),
 ) -> Executors:
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
@@ -325,6 +326,7 @@ def start_executors(
         rota_args = ["executor", "--db", db.url, "--log-level", "WARNING"]
         if concurrency is not None:  # None: the executor's own default
             rota_args += ["--concurrency", str(concurrency)]
+        rota_args += list(extra)
         if poll_interval is not None:
             rota_args += ["--poll-interval", str(poll_interval)]
         if probe:

@@ -161,6 +161,15 @@ jobs = Table(
         postgresql_where=text(f"state IN {TERMINAL_SQL}"),
         sqlite_where=text(f"state IN {TERMINAL_SQL}"),
     ),
+    # `rota jobs`, newest first (0009): the newest finished jobs of a state are
+    # the end of this index's range, whatever the size of the history.
+    Index(
+        "ix_jobs_history",
+        "state",
+        "created_at",
+        postgresql_where=text(f"state IN {TERMINAL_SQL}"),
+        sqlite_where=text(f"state IN {TERMINAL_SQL}"),
+    ),
     Index(
         "ix_jobs_leased_tenant",
         "tenant",

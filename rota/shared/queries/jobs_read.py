@@ -6,11 +6,11 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, RowMapping, select
+from sqlalchemy import Connection, RowMapping, Select, select, text, union_all
 
 from rota.shared.models import job_attempts, jobs
 from rota.shared.sqltime import db_now
-from rota.shared.states import UNFINISHED
+from rota.shared.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
 
 
 def database_now(conn: Connection) -> datetime:
@@ -26,11 +26,31 @@ def list_jobs(
     schedule: str | None = None,
     limit: int | None = 100,
 ) -> Sequence[RowMapping]:
-    stmt = select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.job_id).limit(limit)
-    if state is not None:
-        stmt = stmt.where(jobs.c.state == state)
-    if schedule is not None:
-        stmt = stmt.where(jobs.c.schedule_name == schedule)
+    """The newest ``limit`` jobs (None: all), newest first.
+
+    Read as one part per finished state, each the newest ``limit`` of its state
+    through ``ix_jobs_history`` (state, created_at; finished rows only), plus
+    the unfinished jobs, merged: the cost follows ``limit`` and the number of
+    unfinished jobs, not the size of the history.
+    """
+    order = (jobs.c.created_at.desc(), jobs.c.job_id)
+    wanted = [state] if state is not None else [*TERMINAL, None]
+    parts: list[Select[tuple[object, ...]]] = []
+    for s in wanted:
+        part = select(jobs)
+        if s is None:
+            part = part.where(text(f"jobs.state IN {UNFINISHED_SQL}"))
+        elif s in TERMINAL:  # the partial index's own predicate, written out for SQLite
+            part = part.where(text(f"jobs.state IN {TERMINAL_SQL}"), jobs.c.state == s)
+        else:
+            part = part.where(jobs.c.state == s)
+        if schedule is not None:
+            part = part.where(jobs.c.schedule_name == schedule)
+        parts.append(part.order_by(*order).limit(limit))
+    if len(parts) == 1:
+        return conn.execute(parts[0]).mappings().all()
+    merged = union_all(*(p.subquery().select() for p in parts)).subquery()
+    stmt = select(merged).order_by(merged.c.created_at.desc(), merged.c.job_id).limit(limit)
     return conn.execute(stmt).mappings().all()
 
 
