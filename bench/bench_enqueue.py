@@ -158,11 +158,14 @@ def post_jobs(url: str, requests: int) -> float | None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = uuid.uuid4().hex
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROTA_API_TOKEN": token}
+    # ROTA_BENCH_SERVE_ROOT: run `rota serve` from another source tree (measuring a
+    # branch before it is merged); its schema must be the database's.
+    root = os.environ.get("ROTA_BENCH_SERVE_ROOT", str(ROOT))
+    env = {**os.environ, "PYTHONPATH": root, "ROTA_API_TOKEN": token}
     server = subprocess.Popen(
         [sys.executable, "-m", "rota.cli.main", "serve", "--db", url, "--host", "127.0.0.1",
          "--port", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30
