@@ -344,11 +344,15 @@ def print_summary(rounds: Sequence[Round]) -> None:
     for name, drains in sides.items():
         if not drains:
             continue
+        cpu_text = (
+            f"; PG backend CPU {med([d.cpu.backends for d, _ in drains]):.3f} s per 1,000 jobs"
+            if drains[0][0].xacts_per_job is not None
+            else f"; worker CPU {med([d.cpu.executors for d, _ in drains]):.3f} s per 1,000 jobs"
+        )
         print(
             f"  {name:<12} {med([d.rate for d, _ in drains]):>8,.0f} jobs/s "
             f"(steady {med([d.steady_rate for d, _ in drains]):,.0f}); "
-            f"{med([d.rate / c for d, c in drains]):.2f}x pgbench; PG backend CPU "
-            f"{med([d.cpu.backends for d, _ in drains]):.3f} s per 1,000 jobs"
+            f"{med([d.rate / c for d, c in drains]):.2f}x pgbench{cpu_text}"
         )
     paired = [r for r in rounds if r.pgqueuer is not None]
     if paired:

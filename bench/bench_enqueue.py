@@ -59,13 +59,17 @@ class Rate:
         return self.count / self.seconds
 
     def line(self) -> str:
-        text = f"  {self.what:<44} {self.per_second:>10,.0f}/s"
+        text = f"  {self.what:<44} {_rate(self.per_second):>10}/s"
         if self.ceiling:
             text += (
-                f"   ceiling {self.ceiling:>10,.0f}/s ({self.ceiling_what})   "
+                f"   ceiling {_rate(self.ceiling):>10}/s ({self.ceiling_what})   "
                 f"ratio {self.per_second / self.ceiling:.2f}"
             )
         return text
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
 def enqueue_many_rate(url: str, count: int, batch: int) -> float:

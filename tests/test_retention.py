@@ -409,3 +409,31 @@ def test_rota_prune_refuses_bad_input(
 
 def test_rota_prune_on_an_unmigrated_database_says_migrate(tmp_path: Path) -> None:
     assert main(["prune", "--db", f"sqlite:///{tmp_path / 'none.db'}"]) == 1
+
+
+def test_new_jobs_run_while_an_executor_works_through_a_pruning_backlog(engine: Engine) -> None:
+    t = job_type("t")
+    store_types(engine, t)
+    old = add_jobs(engine, t, 1200, run_after=T0 - DAY)
+    finish(engine, old, JobState.SUCCEEDED, T0)  # finished long ago: all due for pruning
+    ex = Executor(engine, poll_interval=0.05, prune_interval=0.05)
+    ex._pruner.batch = 100  # many steps: claims must get their turns between them
+    stop = threading.Event()
+    thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: count(engine) < 1200, what="pruning to begin")
+        fresh = add_jobs(engine, t, 20)
+        wait_for(
+            lambda: all(s == "SUCCEEDED" for s in _states(engine, fresh)),
+            what="the new jobs to run",
+        )
+        wait_for(lambda: count(engine) == 20, timeout=60, what="the backlog to be pruned")
+    finally:
+        stop.set()
+        thread.join(15)
+
+
+def _states(engine: Engine, ids: Sequence[uuid.UUID]) -> list[str]:
+    with engine.connect() as conn:
+        return list(conn.execute(select(jobs.c.state).where(jobs.c.job_id.in_(ids))).scalars())
