@@ -1,7 +1,8 @@
 """Retention in the executor: prune finished jobs in bounded steps while the queue is empty.
 
 Every executor has a ``Pruner``; the claim loop calls ``step()`` only when
-its last claim came back short (nothing more is due) and a pass is due, so
+its last claim found nothing due at all (a claim that merely came back short
+may have lost rows to another executor's SKIP LOCKED) and a pass is due, so
 pruning never takes a turn a claim could have used. A pass starts every
 ``interval`` seconds: it lists the (state, job type) rules
 (``shared.retention.prune_rules``), then each ``step()`` deletes at most

@@ -194,11 +194,16 @@ class Executor:
                     # Busy, or more may be due: claim again once enough slots are free.
                     self._wait_for_slots(stop, min(next_sweep, time.monotonic() + 1.0))
                     continue
-                # The queue is drained for now: sleep until NOTIFY, a poll or a sweep,
-                # after one bounded pruning step if a pass is due (then claim again).
+                # The queue is drained for now: sleep until NOTIFY, a poll or a sweep.
+                # When the claim found nothing at all (not merely fewer rows than asked,
+                # which SKIP LOCKED gives while other executors claim too), first take
+                # one bounded pruning step if a pass is due, then claim again.
                 wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()))
-                if self._prune_when_idle and self._pruner.due() and self._guarded(
-                    self._pruner.step
+                if (
+                    claimed == 0
+                    and self._prune_when_idle
+                    and self._pruner.due()
+                    and self._guarded(self._pruner.step)
                 ):
                     wait = 0.0
                 self._wake.wait(wait)
