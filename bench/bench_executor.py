@@ -309,23 +309,24 @@ class Executors:
 def start_executors(
     db: Database,
     count: int,
-    concurrency: int,
+    concurrency: int | None,
     workdir: Path,
     *,
     poll_interval: float | None = None,
     probe: bool = False,
     py_spy_dir: Path | None = None,
     tag: str = "",
+    extra: Sequence[str] = (),
 ) -> Executors:
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
     probes: list[Path] = []
     spies: list[subprocess.Popen[bytes]] = []
     for i in range(count):
-        rota_args = [
-            "executor", "--db", db.url, "--concurrency", str(concurrency),
-            "--log-level", "WARNING",
-        ]
+        rota_args = ["executor", "--db", db.url, "--log-level", "WARNING"]
+        if concurrency is not None:  # None: the executor's own default
+            rota_args += ["--concurrency", str(concurrency)]
+        rota_args += list(extra)
         if poll_interval is not None:
             rota_args += ["--poll-interval", str(poll_interval)]
         if probe:

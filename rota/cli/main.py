@@ -29,6 +29,7 @@ COMMANDS = (
     "executor",
     "cancel",
     "replay",
+    "prune",
     "apply",
     "scheduler",
     "schedules",

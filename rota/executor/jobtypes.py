@@ -35,6 +35,10 @@ class JobTypeCache:
         if time.monotonic() - self._loaded_at > self._refresh_seconds:
             self.refresh()
 
+    def all(self) -> dict[str, JobTypeSpec]:
+        """Every job type as last read."""
+        return dict(self._specs)
+
     def get(self, name: str) -> JobTypeSpec | None:
         spec = self._specs.get(name)
         if spec is None and time.monotonic() - self._loaded_at > 1.0:

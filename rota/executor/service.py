@@ -15,6 +15,7 @@ background threads, then ``claim_once()``, ``sweep_once()``,
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import random
 import threading
@@ -35,6 +36,7 @@ from rota.executor.jobtypes import JobTypeCache
 from rota.executor.lease import HeldJob, StopReason
 from rota.executor.listener import Listener
 from rota.executor.metrics import observe_claim, observe_swept, observe_written
+from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from rota.executor.runner import run_held_job
 from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
@@ -53,7 +55,18 @@ log = logging.getLogger("rota.executor")
 T = TypeVar("T")
 
 DEFAULT_POOLS = ("default",)
-DEFAULT_CONCURRENCY = 8
+DEFAULT_CONCURRENCY = 32
+# Jobs claimed beyond the free slots, waiting in the process for one: a claim
+# takes up to ``concurrency + prefetch`` at once (fewer, larger transactions).
+# Their leases run while they wait, so the heartbeat renews them like the
+# others; graceful shutdown hands them back at once, attempt refunded. Only
+# short jobs are prefetched: the prefetch in use is cut so that a prefetched
+# job waits about PREFETCH_WAIT_SECONDS at most, by the mean run time of this
+# process's recent jobs (none until a first job has run), so long jobs stay in
+# the database for idle executors to take.
+DEFAULT_PREFETCH = None  # None: concurrency // 2 (see Executor.prefetch)
+PREFETCH_WAIT_SECONDS = 0.5
+_RUN_TIME_WEIGHT = 0.1  # of the newest job in the moving mean of run times
 DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_SWEEP_INTERVAL = 5.0
 DEFAULT_DRAIN_TIMEOUT = 30.0
@@ -76,6 +89,8 @@ class Executor:
         sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
         max_claim_batch: int = MAX_CLAIM_BATCH,
+        prefetch: int | None = DEFAULT_PREFETCH,
+        prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
         listen: bool = True,
         worker_id: str | None = None,
         rng: random.Random | None = None,
@@ -89,6 +104,10 @@ class Executor:
         self.engine = engine
         self.pools = tuple(pools)
         self.concurrency = concurrency
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must not be negative")
+        self.prefetch = concurrency // 2 if prefetch is None else prefetch
+        self._mean_run_seconds: float | None = None  # moving mean of handler run times
         self.tenant_limit = tenant_limit
         self.poll_interval = poll_interval
         self.sweep_interval = sweep_interval
@@ -113,8 +132,14 @@ class Executor:
         # One held connection per loop; on SQLite they queue on one process lock.
         sqlite_lock = threading.Lock()
         self._claim_db = LoopConnection(engine, sqlite_lock)
+        # Retention: the claim loop prunes a bounded step when nothing is due (None: never).
+        self._pruner = Pruner(self._claim_db, self._types.all, prune_interval or 0.0)
+        self._prune_when_idle = prune_interval is not None
         self._writer = OutcomeWriter(
-            LoopConnection(engine, sqlite_lock), self.worker_id, self._on_written
+            LoopConnection(engine, sqlite_lock),
+            self.worker_id,
+            self._on_written,
+            linger_batch=max(1, (concurrency + self.prefetch) // 2),
         )
         # The worker registry row and --health-port's view of the loops, both
         # kept by the loops' own passes (one registry write per interval).
@@ -197,18 +222,28 @@ class Executor:
                     self._wait_for_slots(stop, min(next_sweep, time.monotonic() + 1.0))
                     continue
                 # The queue is drained for now: sleep until NOTIFY, a poll or a sweep.
+                # When the claim found nothing at all (not merely fewer rows than asked,
+                # which SKIP LOCKED gives while other executors claim too), first take
+                # one bounded pruning step if a pass is due, then claim again.
                 wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()))
+                if (
+                    claimed == 0
+                    and self._prune_when_idle
+                    and self._pruner.due()
+                    and self._guarded(self._pruner.step)
+                ):
+                    wait = 0.0
                 self._wake.wait(wait)
         finally:
             self.shutdown()
 
     def _wait_for_slots(self, stop: threading.Event, until: float) -> None:
         """Wait until a good batch of slots is free (or a short linger passes with some)."""
-        want = max(1, min(self.max_claim_batch, self.concurrency // 2))
+        want = max(1, min(self.max_claim_batch, self._capacity // 2))
         linger_end: float | None = None
         with self._busy_cond:
             while not stop.is_set() and time.monotonic() < until:
-                free = self.concurrency - self._busy
+                free = self._capacity - self._busy
                 if free >= want:
                     return
                 if free > 0:
@@ -226,6 +261,7 @@ class Executor:
             return
         self._draining = True
         self.liveness.unwatch("claim")  # claiming has ended on purpose
+        self._release_waiting()
         timeout = self.drain_timeout if drain_timeout is None else drain_timeout
         self._wait_drained(timeout)
         for held in self.held_jobs():
@@ -256,11 +292,27 @@ class Executor:
     def free_slots(self) -> int:
         return self.concurrency - self._busy
 
+    @property
+    def _capacity(self) -> int:
+        """Jobs this process may hold at once: running, plus prefetched ones waiting."""
+        return self.concurrency + self._prefetch_now()
+
+    def _prefetch_now(self) -> int:
+        """The prefetch, cut so a waiting job waits about PREFETCH_WAIT_SECONDS at most."""
+        mean = self._mean_run_seconds
+        if mean is None or self.prefetch == 0:
+            return 0
+        if mean <= 0:
+            return self.prefetch
+        return min(self.prefetch, int(PREFETCH_WAIT_SECONDS * self.concurrency / mean))
+
     def _claim_limit(self) -> int:
-        return 0 if self._draining else max(0, min(self.free_slots, self.max_claim_batch))
+        if self._draining:
+            return 0
+        return max(0, min(self._capacity - self._busy, self.max_claim_batch))
 
     def claim_once(self, now: datetime | None = None) -> int:
-        """Claim as many due jobs as there are free slots and start them."""
+        """Claim as many due jobs as there are free slots (plus prefetch) and queue them."""
         limit = self._claim_limit()
         if limit <= 0:
             return 0
@@ -275,7 +327,10 @@ class Executor:
         )
         self.claim_rounds += 1
         for c in claimed:
-            held = HeldJob(c, self._types.get(c.job_type), renewed_at=sent_at)
+            # started_at: not yet; the execution timeout counts from the handler's start.
+            held = HeldJob(
+                c, self._types.get(c.job_type), renewed_at=sent_at, started_at=math.inf
+            )
             with self._held_lock:
                 self._held[c.job_id] = held
             with self._busy_cond:
@@ -314,6 +369,10 @@ class Executor:
             )
         observe_swept(self.metrics, swept)
         return swept
+
+    def prune_once(self, now: datetime | None = None) -> None:
+        """Run one whole pruning pass now (the claim loop does it in steps when idle)."""
+        self._pruner.run_pass(now)
 
     def heartbeat_once(self, now: datetime | None = None) -> int:
         """Renew every held lease now (the heartbeat thread does this on its own)."""
@@ -379,7 +438,11 @@ class Executor:
             if held is None:
                 return
             try:
+                if held.settled:  # lost, timed out or released while it waited
+                    continue
+                held.started_at = time.monotonic()
                 finish = run_held_job(held, self._handlers, self._rng)
+                self._ran_for(time.monotonic() - held.started_at)
                 if finish is not None:
                     if held.settle():
                         self._writer.submit(held, finish)
@@ -396,6 +459,28 @@ class Executor:
     def _heartbeat_passed(self) -> None:
         self._registration.tick(self._heartbeat_db.statement)
         self.liveness.passed("heartbeat")
+    def _ran_for(self, seconds: float) -> None:
+        mean = self._mean_run_seconds  # a lost update between slots is harmless
+        self._mean_run_seconds = (
+            seconds if mean is None else mean + _RUN_TIME_WEIGHT * (seconds - mean)
+        )
+
+    def _release_waiting(self) -> None:
+        """Hand back at once the prefetched jobs no slot has started (attempt refunded)."""
+        while True:
+            try:
+                held = self._slots.get_nowait()
+            except queue.Empty:
+                return
+            if held is None:  # a slot's stop signal: leave it for the slots
+                self._slots.put(None)
+                return
+            held.interrupt(StopReason.RELEASED)
+            if held.settle():
+                self._writer.submit(held, outcomes.released(held.claimed))
+            with self._busy_cond:
+                self._busy -= 1
+                self._busy_cond.notify_all()
 
     def _forget(self, held: HeldJob) -> None:
         with self._held_lock:

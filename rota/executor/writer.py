@@ -26,16 +26,30 @@ log = logging.getLogger("rota.executor")
 
 MAX_BATCH = 500
 _RETRY_SECONDS = 0.5
+# Under load, wait this long after the first pending outcome for more to join
+# it (up to ``linger_batch``): one transaction for many jobs. At most this much
+# is added to when an outcome reaches the row; the slot is free at once anyway.
+LINGER_SECONDS = 0.002
 
 # (held job, what was asked, the state written or None when the lease was lost)
 DoneCallback = Callable[[HeldJob, Finish, JobState | None], None]
 
 
 class OutcomeWriter:
-    def __init__(self, db: LoopConnection, owner: str, on_done: DoneCallback) -> None:
+    def __init__(
+        self,
+        db: LoopConnection,
+        owner: str,
+        on_done: DoneCallback,
+        *,
+        linger: float = LINGER_SECONDS,
+        linger_batch: int = 1,
+    ) -> None:
         self._db = db
         self._owner = owner
         self._on_done = on_done
+        self._linger = linger
+        self._linger_batch = linger_batch
         self._pending: deque[tuple[HeldJob, Finish]] = deque()
         self._cond = threading.Condition()
         self._busy = 0
@@ -96,11 +110,21 @@ class OutcomeWriter:
                     self._cond.wait()
                 if self._stopping:
                     return
+                self._gather()
             try:
                 self.flush_once()
             except Exception as exc:  # database unreachable: keep the batch, try again
                 log.warning("could not write outcomes, will retry: %s", exc)
                 time.sleep(_RETRY_SECONDS)
+
+    def _gather(self) -> None:
+        """Linger briefly (lock held by the caller) while a bigger batch is forming."""
+        until = time.monotonic() + self._linger
+        while len(self._pending) < self._linger_batch and not self._stopping:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
 
     def _write(self, batch: list[tuple[HeldJob, Finish]]) -> None:
         finishes = [f for _, f in batch]

@@ -15,7 +15,11 @@
   counted first, without making a row (by arithmetic for ``every:`` rules, so
   a century of seconds is one division): more than ``limit`` occurrences
   (default ``BACKFILL_LIMIT``) or a ``to`` later than now is refused, and
-  nothing is created.
+  nothing is created. Occurrences at or before the schedule's
+  ``pruned_through`` (the newest one whose job was pruned by retention) are
+  not made again: they are counted as ``pruned``. Each batch reads the
+  watermark with the schedule row held FOR SHARE, so a prune running
+  meanwhile cannot slip between the read and the insert.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from rota.shared.config.model import JobTypeSpec, ScheduleSpec
 from rota.shared.events import emit
 from rota.shared.queries.job_types import get_job_type
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.shared.queries.jobs_prune import pruned_through_for_share
 from rota.shared.queries.operator_actions import record_schedule_action
 from rota.shared.queries.schedules import (
     get_schedule,
@@ -49,7 +54,7 @@ from rota.shared.queries.schedules import (
     schedule_names,
 )
 from rota.shared.states import SkipReason
-from rota.shared.timefmt import occurrence_key, utc_key
+from rota.shared.timefmt import MANUAL_KEY_MARK, occurrence_key, utc_key
 
 log = logging.getLogger("rota.scheduler")
 
@@ -107,6 +112,8 @@ class BackfillResult:
     created: int
     existing: int
     dst_skipped: int
+    pruned: int = 0  # at or before ``pruned_through``: created once, pruned, never again
+    pruned_through: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +192,7 @@ def trigger(engine: Engine, name: str, now: datetime | None = None) -> TriggerRe
             raise ScheduleRemoved(name)
         spec = ScheduleSpec.from_json(row["definition"])
         clock = read_clock(conn, now)
-        key = f"{name}@manual:{clock:%Y-%m-%dT%H:%M:%S.%f}Z"
+        key = f"{name}{MANUAL_KEY_MARK}{clock:%Y-%m-%dT%H:%M:%S.%f}Z"
         job = NewJob.of_type(
             _job_type(conn, spec),
             payload_ref=spec.payload_ref,
@@ -268,7 +275,8 @@ def backfill(
         spec = ScheduleSpec.from_json(row["definition"])
         job_type = _job_type(conn, spec)
     rule = compile_rule(spec)
-    created = existing = dst_skipped = 0
+    created = existing = dst_skipped = pruned = 0
+    watermark: datetime | None = None
     occ = rule.next_after(start - timedelta(microseconds=1))
     while occ is not None and occ.instant < end:
         chunk: list[NewJob] = []
@@ -289,11 +297,23 @@ def backfill(
                 )
             occ = rule.next_after(occ.instant)
         with engine.begin() as conn:
+            watermark = pruned_through_for_share(conn, name)
+            if watermark is not None:
+                fresh = [j for j in chunk if j.scheduled_for is None or j.scheduled_for > watermark]
+                pruned += len(chunk) - len(fresh)
+                chunk = fresh
             inserted = insert_jobs_or_skip(conn, chunk)
         created += len(inserted)
         existing += len(chunk) - len(inserted)
-    emit(log, "schedule_backfilled", schedule=name, created=created, existing=existing)
-    return BackfillResult(created, existing, dst_skipped)
+    emit(
+        log,
+        "schedule_backfilled",
+        schedule=name,
+        created=created,
+        existing=existing,
+        pruned=pruned,
+    )
+    return BackfillResult(created, existing, dst_skipped, pruned, watermark)
 
 
 def _job_type(conn: Connection, spec: ScheduleSpec) -> JobTypeSpec:

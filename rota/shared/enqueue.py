@@ -40,7 +40,7 @@ from rota.shared.backpressure import QueueFull, Submission, check_backpressure
 from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, JobTypeSpec
 from rota.shared.queries.job_types import get_job_types
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
-from rota.shared.values import check_args, check_int, check_text
+from rota.shared.values import args_json, check_int, check_text
 
 # Column widths of the jobs table (rota.shared.models).
 DEDUP_KEY_MAX = 400
@@ -180,22 +180,22 @@ def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int) -> NewJob:
             not isinstance(r.run_after, datetime) or r.run_after.tzinfo is None
         ):
             raise ValueError("run_after must be an aware datetime (with a time zone)")
-        extra: dict[str, Any] = {}
         priority = check_int("priority", r.priority, PRIORITY_MIN, PRIORITY_MAX)
-        if priority is not None:
-            extra["priority"] = priority
         attempts = check_int("max_attempts", r.max_attempts, 1, MAX_ATTEMPTS_MAX)
-        if attempts is not None:
-            extra["max_attempts"] = attempts
-        return NewJob.of_type(
-            spec,
+        # Built directly, not through NewJob.of_type: this runs once per job of a batch.
+        return NewJob(
+            job_type=spec.name,
+            pool=spec.pool,
+            max_attempts=spec.max_attempts if attempts is None else attempts,
+            lease_seconds=spec.lease.total_seconds(),
+            idempotent=spec.idempotent,
+            priority=spec.priority if priority is None else priority,
             payload_ref=check_text("payload_ref", r.payload_ref, None),
-            args=check_args(r.args),
+            args_json=args_json(r.args),
             dedup_key=check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
             run_after=r.run_after,
             tenant=check_text("tenant", r.tenant, NAME_MAX),
             concurrency_key=check_text("concurrency_key", r.concurrency_key, NAME_MAX),
-            **extra,
         )
     except ValueError as exc:
         where = f"request {i}: " if n > 1 else ""

@@ -32,6 +32,7 @@ from rota.shared.states import (
     ALL_STATES,
     CLAIMABLE_SQL,
     LEASED_SQL,
+    TERMINAL_SQL,
     UNFINISHED_SQL,
     JobState,
     SkipReason,
@@ -165,6 +166,25 @@ jobs = Table(
         postgresql_where=text(f"state IN {LEASED_SQL} AND concurrency_key IS NOT NULL"),
         sqlite_where=text(f"state IN {LEASED_SQL} AND concurrency_key IS NOT NULL"),
     ),
+    # Pruning (0009): "finished before T, in state S, of type X" is one range of
+    # this index. Finished rows only: a job enters it once, at its outcome.
+    Index(
+        "ix_jobs_finished",
+        "state",
+        "job_type",
+        "finished_at",
+        postgresql_where=text(f"state IN {TERMINAL_SQL}"),
+        sqlite_where=text(f"state IN {TERMINAL_SQL}"),
+    ),
+    # `rota jobs`, newest first (0009): the newest finished jobs of a state are
+    # the end of this index's range, whatever the size of the history.
+    Index(
+        "ix_jobs_history",
+        "state",
+        "created_at",
+        postgresql_where=text(f"state IN {TERMINAL_SQL}"),
+        sqlite_where=text(f"state IN {TERMINAL_SQL}"),
+    ),
     Index(
         "ix_jobs_leased_tenant",
         "tenant",
@@ -228,6 +248,9 @@ schedules = Table(
     # first instant and the occurrences counted so far, until the one job is made.
     Column("coalesce_from", UTCDateTime()),
     Column("coalesce_count", BigInteger, nullable=False, server_default="0"),
+    # The newest regular occurrence whose job was pruned (0009): backfill creates
+    # nothing at or before it, so a pruned occurrence is never made again.
+    Column("pruned_through", UTCDateTime()),
     Index(
         "ix_schedules_due",
         "next_fire_at",

@@ -32,5 +32,9 @@ def parse_instant(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
+# A manual run's key is "<schedule>@manual:<now>": never equal to a regular key.
+MANUAL_KEY_MARK = "@manual:"
+
+
 def occurrence_key(schedule_name: str, instant: datetime) -> str:
     return f"{schedule_name}@{utc_key(instant)}"

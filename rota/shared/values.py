@@ -47,6 +47,15 @@ def check_int(field: str, value: object, lo: int, hi: int) -> int | None:
 
 def check_args(value: object) -> dict[str, Any] | None:
     """``args`` as a plain dict that round-trips through JSON, or a ValueError."""
+    encoded = args_json(value)
+    if encoded is None:
+        return None
+    plain: dict[str, Any] = json.loads(encoded)
+    return plain
+
+
+def args_json(value: object) -> str | None:
+    """``args`` checked as ``check_args`` does, as the JSON text to store (no decoding)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -61,8 +70,7 @@ def check_args(value: object) -> dict[str, Any] | None:
             f"args is larger than {ARGS_MAX_BYTES:,} bytes as JSON: put the data behind "
             "payload_ref instead"
         )
-    plain: dict[str, Any] = json.loads(encoded)
-    return plain
+    return encoded
 
 
 def _check_json(value: object, depth: int) -> None:

@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Create a job for every occurrence of NAME in [--from, --to), keyed like the "
             "scheduler keys them; occurrences that already have a job are counted, not "
-            "duplicated, so running it twice creates nothing new."
+            "duplicated, so running it twice creates nothing new. Occurrences at or before "
+            "the newest one whose job was pruned (retention) are never created again."
         ),
     )
     p.add_argument("name", metavar="NAME", help="the schedule")
@@ -87,5 +88,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if result.dst_skipped:
         line += f", {result.dst_skipped} skipped by the DST policy"
+    if result.pruned and result.pruned_through is not None:
+        line += (
+            f", {result.pruned} not created again (at or before "
+            f"{utc_key(result.pruned_through)}, where finished jobs were pruned)"
+        )
     print(line)
     return EXIT_OK

@@ -50,6 +50,14 @@ def register(subparsers: Any) -> None:
         help=f"jobs run at once by this process (default {DEFAULT_CONCURRENCY})",
     )
     p.add_argument(
+        "--prefetch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="jobs claimed ahead of a free slot, waiting in this process (default: half of "
+        "--concurrency); 0 claims only for free slots, best for long jobs",
+    )
+    p.add_argument(
         "--tenant-limit",
         type=int,
         default=None,
@@ -99,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     pools = parse_pools(args.pools)
     if args.concurrency < 1:
         raise UserError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.prefetch is not None and args.prefetch < 0:
+        raise UserError(f"--prefetch must not be negative, got {args.prefetch}")
     _check_positive("--tenant-limit", args.tenant_limit)
     _check_positive("--poll-interval", args.poll_interval)
     _check_positive("--sweep-interval", args.sweep_interval)
@@ -113,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             pools,
             args.concurrency,
             tenant_limit=args.tenant_limit,
+            prefetch=args.prefetch,
             poll_interval=args.poll_interval,
             sweep_interval=args.sweep_interval,
             drain_timeout=args.drain_timeout,

@@ -22,7 +22,7 @@ from rota.scheduler.rules.occurrence import RuleError
 from rota.scheduler.rules.zones import load_zone
 from rota.scheduler.schedule_file import yaml_tree
 from rota.scheduler.schedule_file.yaml_tree import Report, entries, is_null
-from rota.shared.config.model import MAX_COMMAND_ITEMS, MAX_EXCLUDE_DATES
+from rota.shared.config.model import MAX_COMMAND_ITEMS, MAX_EXCLUDE_DATES, RETAIN_FOREVER
 from rota.shared.durations import (
     MAX_DURATION,
     DurationError,
@@ -121,6 +121,16 @@ def duration(node: Node, *, positive: bool = False, maximum: timedelta = MAX_DUR
     if value > maximum:
         raise FieldError(f"must be at most {format_duration(maximum)}")
     return value
+
+
+def retention(node: Node) -> timedelta | None:
+    """How long finished jobs are kept: a positive duration, or ``forever`` (None)."""
+    if construct(node) == RETAIN_FOREVER:
+        return None
+    try:
+        return duration(node, positive=True)
+    except FieldError as exc:
+        raise FieldError(f"{exc} (or {RETAIN_FOREVER})") from None
 
 
 def choice(node: Node, enum: type[E]) -> E:

@@ -16,6 +16,9 @@ Decisions where the contract is silent:
   replaces the default whole (``args`` and ``dst`` are not merged key by key).
 * A ``dst`` block may give one of its two keys; the other keeps the rule's
   default (see ``scheduler.rules.policy``).
+* ``defaults`` may also hold ``retain``, the default of every job type's
+  ``retain`` block; a job type's own ``retain`` keys override it key by key
+  (``retain: {failed: 90d}`` keeps the other states' defaults).
 * A schedule's ``job_type`` must be declared under ``job_types`` in the file.
   A file without a ``job_types`` section may name job types stored by an
   earlier ``rota apply``; ``rota apply`` refuses those it does not find
@@ -65,6 +68,7 @@ from rota.shared.config.model import (
     MisfirePolicy,
     Nonexistent,
     OverlapPolicy,
+    Retention,
     ScheduleFile,
     ScheduleSpec,
 )
@@ -125,6 +129,11 @@ SCHEDULE_FIELDS: dict[str, Parser] = {
     "exclude_dates": _simple(fields.dates),
 }
 
+RETAIN = _block(
+    "retain",
+    {"succeeded": fields.retention, "cancelled": fields.retention, "failed": fields.retention},
+)
+
 JOB_TYPE_FIELDS: dict[str, Parser] = {
     "handler": _simple(fields.callable_path),
     "command": _simple(fields.argv),
@@ -149,6 +158,7 @@ JOB_TYPE_FIELDS: dict[str, Parser] = {
     "shed_below_priority": _simple(
         lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)
     ),
+    "retain": RETAIN,
 }
 
 
@@ -238,12 +248,13 @@ def load_schedule_text(
     if root is not None:
         sections = _sections(root, report)
         defaults = _defaults(sections.get("defaults", []), report)
+        retain_default = defaults.pop("retain", None)
         # Without a job_types section, job types stored earlier may be named (apply checks).
         declared = (
             [e.key for e in sections["job_types"]] if "job_types" in sections else None
         )
         for e in sections.get("job_types", []):
-            if (job_type := _job_type(e, report)) is not None:
+            if (job_type := _job_type(e, report, retain_default)) is not None:
                 job_types[e.key] = job_type
         for e in sections.get("schedules", []):
             if (schedule := _schedule(e, defaults, declared, report, rules)) is not None:
@@ -325,7 +336,8 @@ def _defaults(section: list[Entry], report: Report) -> dict[str, Given]:
     forbidden = {
         k: f"{k} is a rule: it belongs to a schedule, not to defaults" for k in RULE_FIELDS
     }
-    values, _ = _read_fields(section, "defaults", SCHEDULE_FIELDS, report, forbidden=forbidden)
+    parsers = {**SCHEDULE_FIELDS, "retain": RETAIN}  # retain: a default of job types
+    values, _ = _read_fields(section, "defaults", parsers, report, forbidden=forbidden)
     return values
 
 
@@ -439,7 +451,7 @@ def _compiled_schedule(
     return spec
 
 
-def _job_type(e: Entry, report: Report) -> JobTypeSpec | None:
+def _job_type(e: Entry, report: Report, retain_default: Given | None) -> JobTypeSpec | None:
     owner = f"job type {e.key!r}"
     before = len(report.problems)
     _check_name(e, owner, report)
@@ -453,6 +465,9 @@ def _job_type(e: Entry, report: Report) -> JobTypeSpec | None:
     elif len(runs) == 2:
         report.add(present["command"], f"{owner}: handler and command both given; keep exactly one")
     backoff = Backoff(**values.pop("backoff").value) if "backoff" in values else Backoff()
+    retain = values.pop("retain").value if "retain" in values else {}
+    defaults = retain_default.value if retain_default is not None else {}
+    values["retain"] = Given(Retention(**{**defaults, **retain}), e.value)
     if backoff.base > backoff.max:
         report.add(present["backoff"], f"{owner}, backoff: base is longer than max")
     limited = "max_queued" in values or "max_queue_age" in values

@@ -27,6 +27,11 @@ DEFAULT_LEASE = timedelta(seconds=60)
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_BACKOFF_BASE = timedelta(seconds=5)
 DEFAULT_BACKOFF_MAX = timedelta(minutes=15)
+# How long finished jobs are kept before they are pruned (per final state).
+DEFAULT_RETAIN_SUCCEEDED = timedelta(days=7)
+DEFAULT_RETAIN_CANCELLED = timedelta(days=7)
+DEFAULT_RETAIN_FAILED = timedelta(days=30)
+RETAIN_FOREVER = "forever"  # written instead of a duration: never pruned
 UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Ranges every producer and the schedule file are held to (documented in the README).
@@ -90,6 +95,55 @@ class Backoff:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """How long finished jobs are kept, by final state; None keeps them forever.
+
+    A job is pruned (with its attempt rows) once it has been finished for
+    longer than the value of its state.
+    """
+
+    succeeded: timedelta | None = DEFAULT_RETAIN_SUCCEEDED
+    cancelled: timedelta | None = DEFAULT_RETAIN_CANCELLED
+    failed: timedelta | None = DEFAULT_RETAIN_FAILED
+
+    def for_state(self, state: str) -> timedelta | None:
+        """The retention of a terminal state (``SUCCEEDED``, ``FAILED``, ``CANCELLED``)."""
+        return {
+            "SUCCEEDED": self.succeeded,
+            "CANCELLED": self.cancelled,
+            "FAILED": self.failed,
+        }[state]
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "succeeded": _retain_text(self.succeeded),
+            "cancelled": _retain_text(self.cancelled),
+            "failed": _retain_text(self.failed),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Retention:
+        """Missing keys (job types stored before retention existed) take the defaults."""
+        data = data or {}
+        default = cls()
+        return cls(
+            succeeded=_retain_value(data.get("succeeded"), default.succeeded),
+            cancelled=_retain_value(data.get("cancelled"), default.cancelled),
+            failed=_retain_value(data.get("failed"), default.failed),
+        )
+
+
+def _retain_text(value: timedelta | None) -> str:
+    return RETAIN_FOREVER if value is None else format_duration(value)
+
+
+def _retain_value(text: Any, default: timedelta | None) -> timedelta | None:
+    if text is None:
+        return default
+    return None if text == RETAIN_FOREVER else parse_duration(text)
+
+
+@dataclass(frozen=True)
 class DstPolicy:
     nonexistent: Nonexistent
     ambiguous: Ambiguous
@@ -114,6 +168,7 @@ class JobTypeSpec:
     max_queued: int | None = None  # jobs waiting in QUEUED or RETRY_WAIT
     max_queue_age: timedelta | None = None  # age of the oldest job waiting while due
     shed_below_priority: int | None = None  # priority numbers above this are refused first
+    retain: Retention = field(default_factory=Retention)  # how long finished jobs are kept
 
     def to_json(self) -> dict[str, Any]:
         data = self._core_json()
@@ -147,6 +202,7 @@ class JobTypeSpec:
             "idempotent": self.idempotent,
             "reconcile": self.reconcile,
             "priority": self.priority,
+            "retain": self.retain.to_json(),
         }
 
     @classmethod
@@ -176,6 +232,7 @@ class JobTypeSpec:
                 if data.get("shed_below_priority") is not None
                 else None
             ),
+            retain=Retention.from_json(data.get("retain")),
         )
 
 

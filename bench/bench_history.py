@@ -1,0 +1,395 @@
+"""Cost as history grows: every figure on a big history as a ratio to the empty-table one.
+
+PostgreSQL databases holding 0, 1 million and (``--sizes``) 10 million
+finished jobs, each with its attempt row, loaded fast (``INSERT ... SELECT
+generate_series``, then ``VACUUM ANALYZE``, as an aged table would be): 90%
+SUCCEEDED, 7% FAILED, 3% CANCELLED, finished over the last 30 days, half of
+them scheduled (with occurrence keys). On each, in interleaved rounds (one
+round measures every size in turn, so drift hits all sizes alike):
+
+* enqueue: ``rota.enqueue_many`` of ``--jobs`` no-op jobs in batches of 1,000;
+* claim: the same jobs drained by 2 ``rota executor`` processes at the
+  defaults (jobs/s from their start, and steady between 10% and 90%);
+* scheduler materialisation: one tick making 2,000 occurrences (``every:``
+  schedules, a pool nobody serves), occurrences/s, median of 3 ticks;
+* idle tick: ``SchedulerService.run_once`` with nothing due, p50 of 100;
+* ``rota jobs`` and ``rota schedules``: the command run in-process (no Python
+  start-up; connection, schema check, query and output), median of 15.
+
+Printed: each figure per size and its ratio to the 0-size figure of the same
+round (target >= 0.9; for latencies the ratio is empty / big, so higher is
+better too). ``--backlog`` adds the deep-queue case: the first ``--jobs`` of a
+1,000,000-deep QUEUED backlog drained at the defaults, against a queue just
+``--jobs`` deep.
+
+Run: ``python -m bench.bench_history [--sizes 0,1000000,10000000] [--rounds 2]
+[--backlog]``. 10 million rows take a few GB of disk and several minutes to
+load; the databases are dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+from bench.bench_compare import _steady, watch
+from bench.bench_enqueue import enqueue_many_rate
+from bench.bench_executor import (
+    DEFAULT_PG_URL,
+    Database,
+    fresh_database,
+    start_executors,
+)
+from rota.cli.main import main as rota_main
+from rota.scheduler.apply import apply_schedule_file
+from rota.scheduler.service import SchedulerService
+from rota.shared.config.model import JobTypeSpec, ScheduleFile, ScheduleSpec
+from rota.shared.database import make_engine
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+SCHEDULES = 2000
+SCHED_TYPE = JobTypeSpec(name="bench.sched", handler="bench.handlers:noop", pool="nobody")
+LOAD_CHUNK = 1_000_000
+
+# History rows: finished, half of them scheduled, spread over the last 30 days.
+_LOAD_JOBS = """
+    INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
+                      lease_generation, lease_seconds, idempotent, needs_reconcile, args,
+                      last_error_code, dedup_key, schedule_name, scheduled_for, started_at,
+                      finished_at, created_at, updated_at)
+    SELECT gen_random_uuid(), 'history.job', 'default', s.state, 1, 5, s.at, 1, 60, true, false,
+           '{"n": 1}'::json, CASE WHEN s.state = 'FAILED' THEN 'BOOM' END,
+           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) || '@' || g END,
+           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) END,
+           CASE WHEN g %% 2 = 0 THEN s.at END,
+           s.at, s.at + interval '1 second', s.at, s.at + interval '1 second'
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
+    LATERAL (SELECT CASE WHEN g %% 100 < 90 THEN 'SUCCEEDED' WHEN g %% 100 < 97 THEN 'FAILED'
+                         ELSE 'CANCELLED' END AS state,
+                    now() - interval '30 days' * (1 - g::float8 / %(total)s) AS at) AS s
+"""
+_LOAD_ATTEMPTS = """
+    INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at,
+                              ended_at, outcome, error_code)
+    SELECT job_id, 1, 1, 'history-worker', started_at, finished_at, state, last_error_code
+    FROM jobs WHERE job_type = 'history.job' AND created_at >= %(since)s
+"""
+_LOAD_BACKLOG = """
+    INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
+                      lease_seconds, created_at, updated_at)
+    SELECT gen_random_uuid(), 'bench.noop', 'default', 'QUEUED', 0, 5,
+           now() - interval '1 hour' + g * interval '1 millisecond', 60, now(), now()
+    FROM generate_series(1, %(n)s) AS g
+"""
+
+
+def load_history(libpq_url: str, total: int) -> float:
+    """``total`` finished jobs and their attempts; returns the seconds the load took."""
+    started = time.perf_counter()
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        for first in range(1, total + 1, LOAD_CHUNK):
+            last = min(total, first + LOAD_CHUNK - 1)
+            with conn.transaction():
+                conn.execute(_LOAD_JOBS, {"first": first, "last": last, "total": total})
+        since = datetime(1970, 1, 1, tzinfo=UTC)
+        conn.execute(_LOAD_ATTEMPTS, {"since": since})
+        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE job_attempts")
+    return time.perf_counter() - started
+
+
+@dataclass
+class Figures:
+    enqueue: float = 0.0  # jobs/s
+    claim: float = 0.0  # jobs/s from the executors' start
+    claim_steady: float = 0.0
+    materialise: float = 0.0  # occurrences/s
+    idle_tick_ms: float = 0.0
+    jobs_ms: float = 0.0
+    schedules_ms: float = 0.0
+
+
+@dataclass
+class Sized:
+    size: int
+    db: Database
+    minute: int = 0  # the scheduler ticks' clock, one minute per tick
+    rounds: list[Figures] = field(default_factory=list)
+
+
+def _unfinished_noop(conn: psycopg.Connection[tuple[int]]) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM jobs WHERE state IN ('QUEUED', 'RETRY_WAIT', 'RUNNING', "
+        "'CANCEL_REQUESTED') AND job_type = 'bench.noop'"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def drain(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, float]:
+    """(jobs/s from start, steady jobs/s): ``count`` queued no-op jobs, 2 default executors."""
+    assert db.libpq_url is not None
+    with psycopg.connect(db.libpq_url, autocommit=True) as conn:
+        waiting = _unfinished_noop(conn)
+
+        def done() -> int:
+            return waiting - _unfinished_noop(conn)
+
+        def backends() -> list[int]:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            ).fetchall()
+            return [int(r[0]) for r in rows]
+
+        started = time.perf_counter()
+        executors = start_executors(db, 2, None, workdir, tag=tag)
+        try:
+            samples, _ = watch(
+                started, count, done, [p.pid for p in executors.procs], backends,
+                executors.check_alive,
+            )
+        finally:
+            executors.stop()
+    return count / samples[-1][0], _steady(samples, count)
+
+
+def apply_schedules(db: Database) -> None:
+    specs = {
+        f"s{i:05d}": ScheduleSpec(name=f"s{i:05d}", job_type=SCHED_TYPE.name,
+                                  every=timedelta(minutes=1))
+        for i in range(SCHEDULES)
+    }
+    engine = make_engine(db.url)
+    try:
+        apply_schedule_file(
+            engine, ScheduleFile("bench.yaml", {SCHED_TYPE.name: SCHED_TYPE}, specs), now=T0
+        )
+    finally:
+        engine.dispose()
+
+
+def scheduler_figures(s: Sized) -> tuple[float, float]:
+    """(occurrences/s of a full tick, median of 3; idle tick p50 ms)."""
+    engine = make_engine(s.db.url)
+    try:
+        service = SchedulerService(engine)
+        rates = []
+        for _ in range(3):
+            s.minute += 1
+            started = time.perf_counter()
+            result = service.run_once(T0 + timedelta(minutes=s.minute, seconds=1))
+            elapsed = time.perf_counter() - started
+            if s.minute > 1:  # the first tick compiles every rule: not counted
+                rates.append(result.created / elapsed)
+        if not rates:
+            s.minute += 1
+            started = time.perf_counter()
+            result = service.run_once(T0 + timedelta(minutes=s.minute, seconds=1))
+            rates.append(result.created / (time.perf_counter() - started))
+        idle = []
+        quiet = T0 + timedelta(minutes=s.minute, seconds=2)
+        for _ in range(100):
+            started = time.perf_counter()
+            service.run_once(quiet)
+            idle.append(time.perf_counter() - started)
+        return statistics.median(rates), statistics.median(idle) * 1000
+    finally:
+        engine.dispose()
+
+
+def command_ms(argv: list[str], times: int = 15) -> float:
+    timings = []
+    for _ in range(times + 1):
+        out = io.StringIO()
+        started = time.perf_counter()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = rota_main(argv)
+        timings.append(time.perf_counter() - started)
+        if code != 0:
+            raise RuntimeError(f"rota {' '.join(argv[:1])} exited {code}")
+    return statistics.median(timings[1:]) * 1000  # the first warms the imports
+
+
+def measure(s: Sized, count: int, workdir: Path, tag: str) -> Figures:
+    f = Figures()
+    f.enqueue = enqueue_many_rate(s.db.url, count, 1000)
+    f.claim, f.claim_steady = drain(s.db, count + 1, workdir, tag)  # + enqueue's warm-up job
+    f.materialise, f.idle_tick_ms = scheduler_figures(s)
+    f.jobs_ms = command_ms(["jobs", "--db", s.db.url])
+    f.schedules_ms = command_ms(["schedules", "--db", s.db.url])
+    return f
+
+
+@contextmanager
+def sized_database(admin_url: str, size: int) -> Iterator[Sized]:
+    with fresh_database("postgresql", admin_url) as db:
+        assert db.libpq_url is not None
+        seconds = load_history(db.libpq_url, size) if size else 0.0
+        if size:
+            print(f"  loaded {size:,} finished jobs and their attempts in {seconds:.0f} s",
+                  flush=True)
+        apply_schedules(db)
+        yield Sized(size, db)
+
+
+RATIOS: list[tuple[str, Callable[[Figures], float], bool, str]] = [
+    ("enqueue_many", lambda f: f.enqueue, True, "jobs/s"),
+    ("claim (2 executors, defaults)", lambda f: f.claim, True, "jobs/s"),
+    ("  steady", lambda f: f.claim_steady, True, "jobs/s"),
+    ("materialisation, 2,000 due", lambda f: f.materialise, True, "occ/s"),
+    ("idle tick p50", lambda f: f.idle_tick_ms, False, "ms"),
+    ("rota jobs", lambda f: f.jobs_ms, False, "ms"),
+    ("rota schedules (2,000)", lambda f: f.schedules_ms, False, "ms"),
+]
+
+
+def report(sized: Sequence[Sized]) -> None:
+    base = sized[0]
+    print("\nHistory size: each figure, and its ratio to the same round's empty-table figure "
+          "(median over rounds; target >= 0.9)")
+    header = f"  {'figure':<32}" + "".join(f"{s.size:>14,} rows" for s in sized)
+    print(header)
+    for name, pick, higher_better, unit in RATIOS:
+        cells = []
+        for s in sized:
+            values = [pick(f) for f in s.rounds]
+            ratios = [
+                (pick(f) / pick(b) if higher_better else pick(b) / pick(f))
+                for f, b in zip(s.rounds, base.rounds, strict=True)
+            ]
+            shown = f"{statistics.median(values):,.1f}" if unit == "ms" else (
+                f"{statistics.median(values):,.0f}")
+            cell = shown if s is base else f"{shown} ({statistics.median(ratios):.2f})"
+            cells.append(f"{cell:>19}")
+        print(f"  {name:<32}" + "".join(cells) + f"  {unit}")
+
+
+def backlog(admin_url: str, count: int, deep: int, workdir: Path, rounds: int) -> None:
+    print(f"\nDeep queue: the first {count:,} jobs of a {deep:,}-deep QUEUED backlog, "
+          f"against a {count:,}-deep queue (2 executors, defaults)")
+    with fresh_database("postgresql", admin_url) as big, fresh_database(
+        "postgresql", admin_url
+    ) as small:
+        for db, n in ((big, deep), (small, count)):
+            assert db.libpq_url is not None
+            with psycopg.connect(db.libpq_url, autocommit=True) as conn:
+                conn.execute(_LOAD_BACKLOG, {"n": n})
+                conn.execute("VACUUM ANALYZE jobs")
+        ratios = []
+        for r in range(rounds):
+            rates = {}
+            for name, db in (("shallow", small), ("deep", big)) if r % 2 == 0 else (
+                ("deep", big), ("shallow", small)
+            ):
+                assert db.libpq_url is not None
+                if name == "shallow" and r:
+                    with psycopg.connect(db.libpq_url, autocommit=True) as conn:
+                        conn.execute(_LOAD_BACKLOG, {"n": count})
+                rates[name] = _drain_first(db, count, workdir, f"backlog-{name}-{r}")
+            ratios.append(rates["deep"][1] / rates["shallow"][1])
+            print(f"  round {r + 1}: shallow {rates['shallow'][0]:,.0f} jobs/s (steady "
+                  f"{rates['shallow'][1]:,.0f}), deep {rates['deep'][0]:,.0f} (steady "
+                  f"{rates['deep'][1]:,.0f}): deep / shallow {ratios[-1]:.2f} (steady)",
+                  flush=True)
+        print(f"  median deep / shallow: {statistics.median(ratios):.2f} (target >= 0.9)")
+
+
+def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, float]:
+    assert db.libpq_url is not None
+    with psycopg.connect(db.libpq_url, autocommit=True) as conn:
+
+        def succeeded() -> int:
+            row = conn.execute(
+                "SELECT count(*) FROM jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "
+                "AND state = 'SUCCEEDED'"
+            ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        before = succeeded()
+
+        def backends() -> list[int]:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            ).fetchall()
+            return [int(r[0]) for r in rows]
+
+        started = time.perf_counter()
+        executors = start_executors(db, 2, None, workdir, tag=tag)
+        try:
+            samples, _ = watch(
+                started, count, lambda: succeeded() - before, [p.pid for p in executors.procs],
+                backends, executors.check_alive,
+            )
+        finally:
+            executors.stop()
+    return count / samples[-1][0], _steady(samples, count)
+
+
+def run(admin_url: str, sizes: Sequence[int], rounds: int, count: int) -> list[Sized]:
+    with (
+        tempfile.TemporaryDirectory(prefix="rota_bench_hist_") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        workdir = Path(tmp)
+        sized = []
+        for size in sizes:
+            print(f"  preparing a database with {size:,} finished jobs", flush=True)
+            sized.append(stack.enter_context(sized_database(admin_url, size)))
+        for r in range(rounds):
+            order = sized if r % 2 == 0 else list(reversed(sized))
+            for s in order:
+                s.rounds.append(measure(s, count, workdir, f"hist-{s.size}-{r}"))
+                f = s.rounds[-1]
+                print(
+                    f"  round {r + 1}, {s.size:,} rows: enqueue {f.enqueue:,.0f}/s, claim "
+                    f"{f.claim:,.0f}/s (steady {f.claim_steady:,.0f}), materialise "
+                    f"{f.materialise:,.0f}/s, idle tick {f.idle_tick_ms:.2f} ms, rota jobs "
+                    f"{f.jobs_ms:.1f} ms, rota schedules {f.schedules_ms:.1f} ms",
+                    flush=True,
+                )
+        report(sized)
+        return sized
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_history", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--sizes", default="0,1000000",
+                        help="finished jobs in each database, the first is the base (0)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs enqueued and drained")
+    parser.add_argument("--backlog", action="store_true", help="the 1M-deep queue case too")
+    parser.add_argument("--backlog-depth", type=int, default=1_000_000)
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    args = parser.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    if not sizes or sizes[0] != 0:
+        parser.error("--sizes must start with 0, the base every ratio is taken against")
+    print(f"History size on PostgreSQL: sizes {', '.join(f'{s:,}' for s in sizes)}, "
+          f"{args.rounds} round(s), {args.jobs:,} jobs enqueued and drained per measurement")
+    run(args.pg_url, sizes, args.rounds, args.jobs)
+    if args.backlog:
+        with tempfile.TemporaryDirectory(prefix="rota_bench_backlog_") as tmp:
+            backlog(args.pg_url, args.jobs, args.backlog_depth, Path(tmp), args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Retention in the executor: prune finished jobs in bounded steps while the queue is empty.
+
+Every executor has a ``Pruner``; the claim loop calls ``step()`` only when
+its last claim found nothing due at all (a claim that merely came back short
+may have lost rows to another executor's SKIP LOCKED) and a pass is due, so
+pruning never takes a turn a claim could have used. A pass starts every
+``interval`` seconds: it lists the (state, job type) rules
+(``shared.retention.prune_rules``), then each ``step()`` deletes at most
+``batch`` jobs in one short transaction (PostgreSQL: ``SKIP LOCKED``, so
+executors pruning at once take different rows; SQLite: one short write
+transaction), and the claim loop claims again between steps. The last step
+of a pass folds old skip-ledger rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+from rota.executor.transactions import LoopConnection
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.events import emit
+from rota.shared.queries.jobs_prune import (
+    PRUNE_BATCH,
+    PruneRule,
+    fold_old_skips,
+    prune_finished_batch,
+)
+from rota.shared.retention import SKIP_LEDGER_RETAIN, prune_rules
+
+log = logging.getLogger("rota.executor")
+
+DEFAULT_PRUNE_INTERVAL = 60.0
+SQLITE_PRUNE_BATCH = 500  # one write transaction holds the database's only write lock
+
+
+class Pruner:
+    def __init__(
+        self,
+        db: LoopConnection,
+        specs: Callable[[], Mapping[str, JobTypeSpec]],
+        interval: float = DEFAULT_PRUNE_INTERVAL,
+        batch: int | None = None,
+    ) -> None:
+        self._db = db
+        self._specs = specs
+        self.interval = interval
+        self.batch = batch or (
+            PRUNE_BATCH if db.engine.dialect.name == "postgresql" else SQLITE_PRUNE_BATCH
+        )
+        self._next_pass = 0.0  # monotonic; the first pass comes at the first idle moment
+        self._rules: list[PruneRule] | None = None  # the pass under way, rules left
+
+    def due(self, mono: float | None = None) -> bool:
+        return self._rules is not None or (
+            time.monotonic() if mono is None else mono
+        ) >= self._next_pass
+
+    def step(self, now: datetime | None = None) -> bool:
+        """One bounded piece of the current pass; True while the pass has more to do."""
+        if self._rules is None:
+            with self._db.statement() as conn:
+                self._rules = prune_rules(conn, self._specs())
+            return True
+        if self._rules:
+            rule = self._rules[0]
+            try:
+                with self._db.begin() as conn:
+                    pruned = prune_finished_batch(conn, rule, limit=self.batch, now=now)
+            except Exception:
+                self._rules.pop(0)  # one failing rule does not hold up the rest of the pass
+                raise
+            if pruned.jobs < self.batch:
+                self._rules.pop(0)
+            if pruned.jobs:
+                emit(
+                    log,
+                    "jobs_pruned",
+                    state=rule.state,
+                    job_type=rule.job_type,
+                    jobs=pruned.jobs,
+                    attempts=pruned.attempts,
+                )
+            return True
+        with self._db.begin() as conn:
+            folded = fold_old_skips(conn, SKIP_LEDGER_RETAIN, now=now)
+        if folded:
+            emit(log, "skips_folded", rows=folded)
+        self._rules = None
+        self._next_pass = time.monotonic() + self.interval
+        return False
+
+    def run_pass(self, now: datetime | None = None) -> None:
+        """A whole pass at once (tests and ``Executor.prune_once``)."""
+        self._rules = None
+        while self.step(now):
+            pass
