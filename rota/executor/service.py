@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 
 from rota.executor import outcomes
+from rota.executor.aio import EventLoopThread
 from rota.executor.claim import claim_jobs
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.heartbeat import Heartbeat
@@ -91,6 +92,7 @@ class Executor:
         self._rng = rng or random.Random()
         self._types = JobTypeCache(engine)
         self._handlers = HandlerRegistry()
+        self._aio = EventLoopThread()  # coroutine handlers' loop, started on first use
         self._held: dict[uuid.UUID, HeldJob] = {}
         self._held_lock = threading.Lock()
         self._busy = 0
@@ -105,7 +107,7 @@ class Executor:
         sqlite_lock = threading.Lock()
         self._claim_db = LoopConnection(engine, sqlite_lock)
         self._writer = OutcomeWriter(
-            LoopConnection(engine, sqlite_lock), self.worker_id, self._on_written
+            LoopConnection(engine, sqlite_lock), self.worker_id, self._on_written, self._forget
         )
         self._heartbeat = Heartbeat(
             LoopConnection(engine, sqlite_lock),
@@ -212,6 +214,7 @@ class Executor:
         self._wait_handlers(STOP_GRACE_SECONDS)
         self._heartbeat.stop()
         self._writer.stop(timeout=0.0)
+        self._aio.stop()
         if self._listener is not None:
             self._listener.stop()
         for _ in self._slot_threads:
@@ -243,8 +246,12 @@ class Executor:
             now=now,
         )
         self.claim_rounds += 1
-        for c in claimed:
-            held = HeldJob(c, self._types.get(c.job_type), renewed_at=sent_at)
+        for c in claimed:  # nothing in here may raise: these jobs are RUNNING already
+            held = HeldJob(c, None, renewed_at=sent_at)
+            try:
+                held.spec = self._types.get(c.job_type)
+            except Exception as exc:  # the handler slot turns it into the job's outcome
+                held.load_error = f"{type(exc).__name__}: {exc}"
             with self._held_lock:
                 self._held[c.job_id] = held
             with self._busy_cond:
@@ -342,7 +349,11 @@ class Executor:
             if held is None:
                 return
             try:
-                finish = run_held_job(held, self._handlers, self._rng)
+                try:
+                    finish = run_held_job(held, self._handlers, self._rng, self._aio)
+                except BaseException as exc:  # our bug: the job still gets an outcome
+                    log.exception("worker slot failed on job %s", held.claimed.job_id)
+                    finish = outcomes.crashed(held.claimed, exc)
                 if finish is not None:
                     if held.settle():
                         self._writer.submit(held, finish)
