@@ -5,7 +5,7 @@ Policy, per attempt ``n`` of ``max_attempts``:
 * success -> SUCCEEDED (``needs_reconcile`` cleared);
 * ``PermanentError`` -> FAILED at once;
 * ``RetryableError`` or any other exception -> RETRY_WAIT after
-  ``retry_delay_seconds`` (full jitter), or FAILED when ``n >= max_attempts``;
+  ``retry_delay_seconds`` (jitter on top), or FAILED when ``n >= max_attempts``;
 * ambiguous (``AmbiguousError``, an execution timeout): with a ``reconcile``
   hook, ``needs_reconcile`` is set and the job goes to RETRY_WAIT (the hook
   decides at the next attempt) or FAILED when no attempt is left; without a

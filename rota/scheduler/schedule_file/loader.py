@@ -116,7 +116,9 @@ JOB_TYPE_FIELDS: dict[str, Parser] = {
     "timeout": _simple(lambda n: fields.duration(n, positive=True)),
     "lease": _simple(lambda n: fields.duration(n, positive=True)),
     "max_attempts": _simple(lambda n: fields.integer(n, minimum=1)),
-    "backoff": _block("backoff", {"base": fields.duration, "max": fields.duration}),
+    "backoff": _block(
+        "backoff", {"base": fields.duration, "max": fields.duration, "jitter": fields.fraction}
+    ),
     "idempotent": _simple(fields.boolean),
     "reconcile": _simple(fields.callable_path),
     "priority": _simple(fields.integer),

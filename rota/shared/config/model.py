@@ -27,6 +27,7 @@ DEFAULT_LEASE = timedelta(seconds=60)
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_BACKOFF_BASE = timedelta(seconds=5)
 DEFAULT_BACKOFF_MAX = timedelta(minutes=15)
+DEFAULT_BACKOFF_JITTER = 0.2  # up to 20 % of the delay, added on top of it
 UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Ranges every producer and the schedule file are held to (documented in the README).
@@ -64,10 +65,15 @@ DEFAULT_OVERLAP = OverlapPolicy.ALLOW
 
 @dataclass(frozen=True)
 class Backoff:
-    """delay = min(max, base * 2^(n-1)) before jitter, n = attempts made so far (n >= 1)."""
+    """delay = min(max, base * 2^(n-1)) before jitter, n = attempts made so far (n >= 1).
+
+    Jitter is added on top: up to ``jitter`` (a fraction from 0 to 1) of that delay,
+    so a retry never comes sooner than the capped exponential says.
+    """
 
     base: timedelta = DEFAULT_BACKOFF_BASE
     max: timedelta = DEFAULT_BACKOFF_MAX
+    jitter: float = DEFAULT_BACKOFF_JITTER
 
     def delay_before_jitter(self, attempts_made: int) -> timedelta:
         n = max(1, attempts_made)
@@ -112,6 +118,7 @@ class JobTypeSpec:
             "backoff": {
                 "base": format_duration(self.backoff.base),
                 "max": format_duration(self.backoff.max),
+                "jitter": self.backoff.jitter,
             },
             "idempotent": self.idempotent,
             "reconcile": self.reconcile,
@@ -132,6 +139,8 @@ class JobTypeSpec:
             backoff=Backoff(
                 base=parse_duration(backoff.get("base", "5s")),
                 max=parse_duration(backoff.get("max", "15m")),
+                # Definitions stored before jitter was configurable lack it.
+                jitter=float(backoff.get("jitter", DEFAULT_BACKOFF_JITTER)),
             ),
             idempotent=bool(data.get("idempotent", True)),
             reconcile=data.get("reconcile"),
