@@ -81,12 +81,21 @@ class EventLoopThread:
             if not stopping and should_stop():
                 stopping = True
                 loop.call_soon_threadsafe(cancel)
+            if not self._alive(loop):
+                raise RuntimeError("the executor's event loop stopped")
         task = box["task"]
         if task.cancelled():
             if stopping:
                 raise TaskStopped()
             raise asyncio.CancelledError("the handler's task was cancelled")
-        return task.result()
+        result = task.result()
+        if isinstance(result, _Raised):
+            raise result.exc
+        return result.value
+
+    def _alive(self, loop: asyncio.AbstractEventLoop) -> bool:
+        thread = self._thread
+        return self._loop is loop and thread is not None and thread.is_alive()
 
     def stop(self, timeout: float = 2.0) -> None:
         """Cancel what still runs on the loop, stop it and close it."""
@@ -107,5 +116,30 @@ class EventLoopThread:
             loop.close()
 
 
-async def _awaited(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
+class _Returned:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _Raised:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> _Returned | _Raised:
+    """Await, carrying any exception out as a value.
+
+    asyncio re-raises SystemExit and KeyboardInterrupt out of the loop itself,
+    which would end the loop thread and every task on it: a handler raising
+    them must fail its own job only, like a plain function's.
+    """
+    try:
+        return _Returned(await awaitable)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # the handler's, whatever it is: its job's outcome
+        return _Raised(exc)
