@@ -206,6 +206,22 @@ def test_ambiguous_idempotent_job_fails_with_its_code_when_attempts_run_out(
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["AMBIGUOUS", "AMBIGUOUS"]
 
 
+def test_a_flagged_idempotent_job_without_hook_simply_runs(
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
+) -> None:
+    """needs_reconcile without a hook stops only idempotent: false jobs (e.g. a flag
+    left by an older version, or by a job type that was not idempotent then)."""
+    out = tmp_path / "runs.txt"
+    spec = job_type("i", handler=f"{H}:record")
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
+    with engine.begin() as conn:
+        conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(needs_reconcile=True))
+    start_executor()
+    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    assert len(lines(out)) == 1 and job_row(engine, job_id)["needs_reconcile"] is False
+
+
 @pytest.mark.parametrize("already_done", [True, False])
 def test_reconcile_hook_decides_the_next_attempt(
     engine: Engine, start_executor: StartExecutor, tmp_path: Path, already_done: bool

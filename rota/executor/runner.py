@@ -83,7 +83,7 @@ def run_held_job(
 def _call(fn: Callable[[Any], Any], ctx: JobContext, held: HeldJob, aio: EventLoopThread) -> Any:
     """Call a handler or hook; an awaitable it returns runs on the executor's event loop."""
     returned = fn(ctx)
-    if not inspect.isawaitable(returned):
+    if returned is None or isinstance(returned, str) or not inspect.isawaitable(returned):
         return returned
     try:
         return aio.run(returned, lambda: held.stop is not None or held.cancel_requested)

@@ -302,11 +302,8 @@ def _finish(
 ) -> dict[uuid.UUID, Finished]:
     if not finishes:
         return {}
-    plain = all(_plain_success(f) for f in finishes)
-    if not plain:
-        finishes = [_storable(f) for f in finishes]
     if is_pg(conn):
-        if plain:
+        if all(_plain_success(f) for f in finishes):  # no text to make storable
             rows = conn.execute(
                 _pg_succeed(),
                 {
@@ -317,6 +314,7 @@ def _finish(
                 },
             ).all()
             return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
+        finishes = [_storable(f) for f in finishes]
         rows = conn.execute(
             _pg_finish(),
             {
@@ -335,6 +333,7 @@ def _finish(
             },
         ).all()
         return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
+    finishes = [_storable(f) for f in finishes]
     batch = [
         {
             "id": f.job_id.hex,
