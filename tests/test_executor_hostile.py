@@ -7,7 +7,7 @@ ExceptionGroup, exceptions whose ``str()`` fails), say too much (10 MB
 messages, codes longer than their column, NUL, lone surrogates), return what is
 not a result reference, or are ``command:`` handlers writing non-UTF-8, NUL or
 10 MB, or naming a missing program or a directory. They all run in ONE executor
-at once, with bystander jobs whose one-second leases must keep being renewed.
+at once, with bystander jobs whose short leases must keep being renewed.
 A shorter set also runs through real ``rota executor`` processes.
 """
 
@@ -131,9 +131,9 @@ CASES = [
 
 
 def _bystander() -> JobTypeSpec:
-    """Runs 2.5 s on a 1 s lease: it needs its renewals while the hostile jobs end."""
+    """Runs 4 s on a 3 s lease: it needs its renewals while the hostile jobs end."""
     handler = "tests.handlers_exec:finish_after"
-    return job_type("bystander", handler=handler, lease=timedelta(seconds=1))
+    return job_type("bystander", handler=handler, lease=timedelta(seconds=3))
 
 
 def _all_ended(engine: Engine, ids: list[uuid.UUID]) -> bool:
@@ -169,7 +169,7 @@ def test_every_hostile_handler_reaches_a_readable_outcome_and_harms_no_bystander
     bystander = _bystander()
     store_types(engine, bystander, *(c.spec for c in CASES))
     ids = {c.name: add_jobs(engine, c.spec)[0] for c in CASES}
-    by_ids = add_jobs(engine, bystander, 4, args={"seconds": 2.5})
+    by_ids = add_jobs(engine, bystander, 4, args={"seconds": 4.0})
     with running_executors(engine) as start:
         start(concurrency=len(CASES) + 4)
         wait_for(lambda: _all_ended(engine, [*ids.values(), *by_ids]), timeout=60, what="outcomes")
@@ -209,7 +209,7 @@ def test_hostile_handlers_in_a_real_executor_process(
     bystander = _bystander()
     store_types(engine, bystander, *(c.spec for c in PROCESS_CASES))
     ids = {c.name: add_jobs(engine, c.spec)[0] for c in PROCESS_CASES}
-    by_ids = add_jobs(engine, bystander, 3, args={"seconds": 2.5})
+    by_ids = add_jobs(engine, bystander, 3, args={"seconds": 4.0})
     log_path = tmp_path / "executor.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

@@ -87,7 +87,8 @@ jobs whose ``run_after`` has just passed.
 Coroutine handlers (``async def``, or any handler returning an awaitable) run
 on one event loop per executor, in a thread of its own (``aio``); the slot
 that called the handler waits for the task and cancels it on timeout,
-release, lost lease or cancellation.
+release or lost lease (on a cancellation request, after a short grace for
+``ctx.checkpoint()`` to raise first).
 
 Limits: ``concurrency`` slots (threads) per executor process; pools served
 are chosen per executor; ``tenant_limit`` (``rota executor --tenant-limit N``)

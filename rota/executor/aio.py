@@ -7,9 +7,12 @@ the task, so a coroutine handler takes a slot like any other, and the same
 context, timeout, cancellation and outcomes apply:
 
 * ``ctx.checkpoint()`` and ``ctx.progress()`` work as in a plain function;
-* when the attempt times out, is released at shutdown, loses its lease, or a
-  cancellation is requested, the task is cancelled (``CancelledError`` at its
-  current ``await``), and the job ends as a plain function's would;
+* when the attempt times out, is released at shutdown or loses its lease, the
+  task is cancelled at once (``CancelledError`` at its current ``await``);
+* when a cancellation is requested, the handler first has
+  ``CANCEL_GRACE_SECONDS`` to notice it at a ``ctx.checkpoint()`` (which raises
+  ``JobCancelled``, as in a plain function); a task still running then is
+  cancelled. Either way the job ends CANCELLED;
 * the slot is freed when the task has really ended, after its cleanup.
 
 All coroutine handlers of the process share the loop: a handler that blocks
@@ -22,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 _POLL_SECONDS = 0.02
+CANCEL_GRACE_SECONDS = 2.0
 
 
 class TaskStopped(Exception):
@@ -55,11 +60,18 @@ class EventLoopThread:
                 self._loop, self._thread = loop, thread
             return self._loop
 
-    def run(self, awaitable: Awaitable[Any], should_stop: Callable[[], bool]) -> Any:
-        """Run ``awaitable`` on the loop and wait for it; cancel it once ``should_stop()``.
+    def run(
+        self,
+        awaitable: Awaitable[Any],
+        stop_now: Callable[[], bool],
+        stop_soon: Callable[[], bool],
+    ) -> Any:
+        """Run ``awaitable`` on the loop and wait for it.
 
-        Returns its result or raises its exception; raises ``TaskStopped`` when it
-        ended cancelled after ``should_stop()`` said so.
+        The task is cancelled once ``stop_now()`` is true, or
+        ``CANCEL_GRACE_SECONDS`` after ``stop_soon()`` became true. Returns its
+        result or raises its exception; raises ``TaskStopped`` when it ended
+        cancelled after we cancelled it.
         """
         loop = self._started()
         ended = threading.Event()
@@ -76,16 +88,22 @@ class EventLoopThread:
                 task.cancel()
 
         loop.call_soon_threadsafe(start)
-        stopping = False
+        cancel_sent = False
+        soon_since: float | None = None
         while not ended.wait(_POLL_SECONDS):
-            if not stopping and should_stop():
-                stopping = True
-                loop.call_soon_threadsafe(cancel)
             if not self._alive(loop):
                 raise RuntimeError("the executor's event loop stopped")
+            if cancel_sent:
+                continue
+            now = time.monotonic()
+            if soon_since is None and stop_soon():
+                soon_since = now
+            if stop_now() or (soon_since is not None and now - soon_since >= CANCEL_GRACE_SECONDS):
+                cancel_sent = True
+                loop.call_soon_threadsafe(cancel)
         task = box["task"]
         if task.cancelled():
-            if stopping:
+            if cancel_sent:
                 raise TaskStopped()
             raise asyncio.CancelledError("the handler's task was cancelled")
         result = task.result()

@@ -86,7 +86,11 @@ def _call(fn: Callable[[Any], Any], ctx: JobContext, held: HeldJob, aio: EventLo
     if returned is None or isinstance(returned, str) or not inspect.isawaitable(returned):
         return returned
     try:
-        return aio.run(returned, lambda: held.stop is not None or held.cancel_requested)
+        return aio.run(
+            returned,
+            stop_now=lambda: held.stop is not None,
+            stop_soon=lambda: held.cancel_requested,
+        )
     except TaskStopped:
         ctx.checkpoint()  # raises why the job stopped: lost, timed out, released, cancelled
         raise JobCancelled(f"job {held.claimed.job_id}: its task was cancelled") from None
