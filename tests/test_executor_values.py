@@ -325,22 +325,30 @@ def test_a_long_progress_stage_costs_no_lease(
     engine: Engine, run_executor: Callable[..., Executor], tmp_path: Path
 ) -> None:
     until = tmp_path / "stop"
-    lease = timedelta(seconds=1)
+    lease = timedelta(seconds=2)
     talker = job_type("talk", handler=f"{H}:progress_long_stage", lease=lease)
     quiet = job_type("quiet", handler=f"{H}:wait_for_file", lease=lease)
     store_types(engine, talker, quiet)
     (t_id,) = add_jobs(engine, talker, args={"until": str(until)})
     q_ids = add_jobs(engine, quiet, 3, args={"until": str(until)})
+    all_ids = [t_id, *q_ids]
     run_executor(concurrency=8)
     wait_for(lambda: job_row(engine, t_id)["progress_stage"], what="the stage stored")
     stage = job_row(engine, t_id)["progress_stage"]
     assert len(stage) == PROGRESS_STAGE_MAX and stage.endswith("chars]")
-    time.sleep(2.5)  # well past the one-second lease: renewals keep going
-    assert set(states(engine, [t_id, *q_ids]).values()) == {"RUNNING"}
+    # Every lease keeps being renewed: each heartbeat_at moves on, twice.
+    for _ in range(2):
+        seen = {i: job_row(engine, i)["heartbeat_at"] for i in all_ids}
+
+        def all_renewed(seen: dict[uuid.UUID, Any] = seen) -> bool:
+            now = {i: job_row(engine, i)["heartbeat_at"] for i in all_ids}
+            return all(now[i] is not None and (seen[i] is None or now[i] > seen[i]) for i in now)
+
+        wait_for(all_renewed, what="renewals of every lease")
+    rows = [job_row(engine, i) for i in all_ids]
+    assert {(r["state"], r["attempt_count"]) for r in rows} == {("RUNNING", 1)}
     until.write_text("")
-    wait_for(
-        lambda: set(states(engine, [t_id, *q_ids]).values()) == {"SUCCEEDED"}, what="SUCCEEDED"
-    )
+    wait_for(lambda: set(states(engine, all_ids).values()) == {"SUCCEEDED"}, what="SUCCEEDED")
 
 
 def test_a_wrong_progress_type_is_the_handlers_error(
