@@ -18,14 +18,16 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text, update
+from sqlalchemy.exc import OperationalError
 
 from rota.executor.context import JobContext
 from rota.executor.heartbeat import Heartbeat
 from rota.executor.lease import HeldJob
 from rota.executor.service import Executor
-from rota.executor.transactions import LoopConnection
+from rota.executor.transactions import LoopConnection, refused_for_its_values
 from rota.executor.writer import OutcomeWriter
 from rota.shared.config.model import Backoff, JobTypeSpec
+from rota.shared.database import make_engine
 from rota.shared.models import job_types, jobs
 from rota.shared.queries.jobs_claim import ClaimedJob
 from rota.shared.queries.jobs_outcome import Finish
@@ -164,6 +166,26 @@ def test_a_poisoned_outcome_fails_alone_and_its_batch_is_written(
     # The executor keeps working afterwards.
     (later,) = add_jobs(engine, ok)
     wait_for(lambda: job_row(engine, later)["state"] == "SUCCEEDED", what="a later job")
+
+
+def test_refusals_are_told_apart_from_an_unreachable_database(engine: Engine) -> None:
+    refusals = []
+    for sql, value in [("SELECT CAST(:v AS bigint)", 2**64), ("SELECT :v", "bad \udc80")]:
+        with pytest.raises(Exception) as caught, engine.connect() as conn:
+            conn.execute(text(sql), {"v": value})
+        refusals.append(caught.value)
+    if engine.dialect.name == "postgresql":
+        with pytest.raises(Exception) as caught, engine.connect() as conn:
+            conn.execute(text("SELECT CAST(:v AS text)"), {"v": "a\x00b"})
+        refusals.append(caught.value)
+    assert [refused_for_its_values(e) for e in refusals] == [True] * len(refusals), refusals
+    nowhere = make_engine("postgresql+psycopg://rota@127.0.0.1:1/rota")
+    try:
+        with pytest.raises(OperationalError) as unreachable, nowhere.connect():
+            pass
+    finally:
+        nowhere.dispose()
+    assert not refused_for_its_values(unreachable.value)
 
 
 def _claimed_helds(engine: Engine, spec: JobTypeSpec, n: int) -> list[HeldJob]:
