@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from rota.executor.claim import claim_jobs
+from rota.executor.service import Executor
 from rota.executor.transactions import LoopConnection
 from rota.shared.config.model import Backoff, JobTypeSpec
 from rota.shared.models import job_attempts, jobs
@@ -103,3 +106,27 @@ def subprocess_env(db_url: str, **extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
     return env
+
+
+@contextmanager
+def running_executors(engine: Engine) -> Iterator[Callable[..., Executor]]:
+    """``start(**options)`` runs an in-process Executor in a thread; all stop at the end."""
+    running: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(**kwargs: Any) -> Executor:
+        kwargs.setdefault("poll_interval", 0.05)
+        kwargs.setdefault("sweep_interval", 0.2)
+        ex = Executor(engine, **kwargs)
+        stop = threading.Event()
+        t = threading.Thread(target=ex.run, args=(stop,), daemon=True)
+        t.start()
+        running.append((stop, t))
+        return ex
+
+    try:
+        yield start
+    finally:
+        for stop, _ in running:
+            stop.set()
+        for _, t in running:
+            t.join(15)

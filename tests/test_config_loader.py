@@ -478,6 +478,31 @@ def test_schedule_problem(body: str, expected: str) -> None:
             "{handler: 'm:f', backoff: {base: 1h, max: 1m}}",
             "f.yaml:2: job type 'w', backoff: base is longer than max",
         ),
+        (
+            "{handler: 'm:f', backoff: {base: 1s, max: 1m, jitter: 1.5}}",
+            "f.yaml:2: job type 'w', backoff.jitter: must be between 0 and 1 (a fraction of the"
+            " delay), got 1.5",
+        ),
+        (
+            "{handler: 'm:f', backoff: {jitter: -0.1}}",
+            "f.yaml:2: job type 'w', backoff.jitter: must be between 0 and 1 (a fraction of the"
+            " delay), got -0.1",
+        ),
+        (
+            "{handler: 'm:f', backoff: {jitter: .nan}}",
+            "f.yaml:2: job type 'w', backoff.jitter: must be between 0 and 1 (a fraction of the"
+            " delay), got nan",
+        ),
+        (
+            "{handler: 'm:f', backoff: {jitter: 20%}}",
+            "f.yaml:2: job type 'w', backoff.jitter: expected a number from 0 to 1 (0.2 adds up"
+            " to 20 % of the delay), got str '20%'",
+        ),
+        (
+            "{handler: 'm:f', backoff: {jitter: true}}",
+            "f.yaml:2: job type 'w', backoff.jitter: expected a number from 0 to 1 (0.2 adds up"
+            " to 20 % of the delay), got bool True",
+        ),
         ("{handler: 'm:f', lease: 0s}", "f.yaml:2: job type 'w', lease: must be longer than 0s"),
         (
             "{handler: 'm:f', max_attempts: true}",
@@ -577,3 +602,21 @@ def test_load_from_a_path(tmp_path: Path) -> None:
     f = load_schedule_file(path)
     assert f.path == str(path)
     assert len(f.schedules) == 3
+
+
+def test_backoff_jitter_is_read_and_its_problems_are_at_their_line() -> None:
+    sf = load_schedule_text(
+        "job_types:\n  w:\n    handler: m:f\n    backoff: {base: 5s, max: 15m, jitter: 0.5}\n",
+        "f.yaml",
+    )
+    assert sf.job_types["w"].backoff == Backoff(
+        base=timedelta(seconds=5), max=timedelta(minutes=15), jitter=0.5
+    )
+    assert load_schedule_text("job_types:\n  w: {handler: 'm:f'}\n", "f.yaml").job_types[
+        "w"
+    ].backoff == Backoff(jitter=0.2)
+    body = "job_types:\n  w:\n    handler: m:f\n    backoff:\n      base: 5s\n      jitter: 2\n"
+    assert problems(body) == [
+        "f.yaml:6: job type 'w', backoff.jitter: must be between 0 and 1 (a fraction of the"
+        " delay), got 2"
+    ]

@@ -39,14 +39,28 @@ Invariants:
 Failure handling:
 
 * A handler raises ``RetryableError`` (or any exception: the class name is the
-  code) -> RETRY_WAIT after ``min(max, base * 2^(n-1))`` seconds with full
-  jitter (n = attempts made), FAILED once ``max_attempts`` is reached;
-  ``PermanentError`` -> FAILED at once.
+  code) -> RETRY_WAIT after ``min(max, base * 2^(n-1))`` seconds plus up to
+  ``backoff.jitter`` (default 0.2) of that on top (n = attempts made; never
+  sooner), FAILED once ``max_attempts`` is reached; ``PermanentError`` ->
+  FAILED at once. A handler returns None or a result reference (a string of
+  at most 2,000 characters, no NUL); anything else is RESULT_INVALID (FAILED).
 * Ambiguous outcomes (``AmbiguousError``, an execution timeout, an expired lease
-  of an ``idempotent: false`` job type) set ``needs_reconcile``: the next attempt
-  runs the job type's ``reconcile`` hook first (True: SUCCEEDED, attempt outcome
-  RECONCILED; False: the handler runs). Without a hook the job goes to FAILED
-  with code NEEDS_RECONCILE: a person decides, then ``rota replay``.
+  of an ``idempotent: false`` job type): with a ``reconcile`` hook,
+  ``needs_reconcile`` is set and the next attempt runs the hook first (True:
+  SUCCEEDED, attempt outcome RECONCILED; False: the handler runs). Without a
+  hook, an ``idempotent: true`` job is retried within ``max_attempts`` like a
+  retryable error (repeating it is safe); an ``idempotent: false`` one goes to
+  FAILED with code NEEDS_RECONCILE: a person decides, then ``rota replay``.
+* What a handler says is made storable before it is written
+  (``shared.values.storable_text``: cut to its column with a marker, NUL and
+  lone surrogates replaced; ``ctx.progress`` refuses wrong types). A batch of
+  outcomes or renewals the database refuses for its values is split down to
+  the row at fault (``writer``, ``heartbeat``): the others are written; that
+  row gets an OUTCOME_UNSTORABLE fallback, or is given up to the sweeper.
+* Every claimed job reaches an outcome whatever fails around its handler:
+  args that are not a JSON object (BAD_ARGS), a job type that cannot be loaded
+  right after the claim (JOB_TYPE_UNAVAILABLE, retried), a bug of ours in the
+  worker slot (EXECUTOR_ERROR, retried).
 * A worker that dies holds its leases until they expire; the sweeper (every
   executor runs it) moves them to RETRY_WAIT / FAILED / CANCELLED with
   LEASE_EXPIRED, in one guarded statement that re-checks expiry itself.
@@ -69,6 +83,12 @@ PostgreSQL it LISTENs on ``rota_jobs`` (an insert trigger, releases, sweeps and
 replays notify); on SQLite it watches ``PRAGMA data_version`` for commits of
 other connections. Polling (``poll_interval``) is the fallback, and what finds
 jobs whose ``run_after`` has just passed.
+
+Coroutine handlers (``async def``, or any handler returning an awaitable) run
+on one event loop per executor, in a thread of its own (``aio``); the slot
+that called the handler waits for the task and cancels it on timeout,
+release or lost lease (on a cancellation request, after a short grace for
+``ctx.checkpoint()`` to raise first).
 
 Limits: ``concurrency`` slots (threads) per executor process; pools served
 are chosen per executor; ``tenant_limit`` (``rota executor --tenant-limit N``)

@@ -1,4 +1,4 @@
-"""Retry delays: capped exponential backoff with full jitter."""
+"""Retry delays: capped exponential backoff, jitter added on top."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from rota.shared.config.model import Backoff
 
 
 def retry_delay_seconds(backoff: Backoff, attempts_made: int, rng: random.Random) -> float:
-    """Uniform in [0, min(max, base * 2^(n-1))], n = attempts made so far (n >= 1).
+    """min(max, base * 2^(n-1)) plus up to ``jitter`` of it, n = attempts made so far (n >= 1).
 
-    Full jitter: after an outage, failed jobs spread over the whole window instead
-    of retrying in the same second.
+    Never below the capped exponential, so a retry never hits a rate-limited
+    dependency sooner than the schedule says; the jitter on top spreads the
+    retries of many jobs that failed together (after an outage) over a window
+    instead of one instant.
     """
     capped = backoff.delay_before_jitter(attempts_made).total_seconds()
-    return rng.uniform(0.0, capped)
+    return capped + rng.uniform(0.0, backoff.jitter * capped)

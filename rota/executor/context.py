@@ -7,8 +7,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rota.executor.errors import JobCancelled, JobReleased, JobTimedOut, LeaseLost
+from rota.executor.errors import (
+    JobCancelled,
+    JobReleased,
+    JobTimedOut,
+    LeaseLost,
+    PermanentError,
+)
 from rota.executor.lease import HeldJob, StopReason
+from rota.shared.values import BIGINT_MAX, PROGRESS_STAGE_MAX, storable_text
+
+BAD_ARGS = "BAD_ARGS"
 
 
 @dataclass(frozen=True)
@@ -33,7 +42,14 @@ class JobContext:
 
     @classmethod
     def for_job(cls, held: HeldJob) -> JobContext:
+        """The context of a claimed job; PermanentError(BAD_ARGS) if its args are not an object."""
         c = held.claimed
+        if not isinstance(c.args, dict):  # written by hand, or before enqueue checked args
+            raise PermanentError(
+                BAD_ARGS,
+                f"the job's args are a {type(c.args).__name__}, not a JSON object: "
+                f"{storable_text(repr(c.args), 500)}",
+            )
         covers = None
         if c.covers_count is not None and c.scheduled_for is not None:
             covers = Covers(c.covers_from or c.scheduled_for, c.scheduled_for, c.covers_count)
@@ -55,8 +71,20 @@ class JobContext:
     def progress(
         self, stage: str | None = None, done: int | None = None, total: int | None = None
     ) -> None:
-        """Record progress; stored on the job row with the next (fenced) heartbeat."""
-        self._held.set_progress(stage, done, total)
+        """Record progress; stored on the job row with the next (fenced) heartbeat.
+
+        ``stage`` is text, cut to 200 characters (with a marker) and made
+        storable; ``done`` and ``total`` are whole numbers from 0 to 2^63-1.
+        A wrong type raises TypeError, a number out of range ValueError, and
+        nothing is recorded. None leaves a field as it was.
+        """
+        if stage is not None:
+            if not isinstance(stage, str):
+                raise TypeError(
+                    f"ctx.progress(stage=...) takes a string, got {type(stage).__name__}"
+                )
+            stage = storable_text(stage, PROGRESS_STAGE_MAX)
+        self._held.set_progress(stage, _count("done", done), _count("total", total))
 
     @property
     def cancel_requested(self) -> bool:
@@ -74,3 +102,15 @@ class JobContext:
             raise JobReleased(f"job {self.job_id}: the executor is shutting down")
         if held.cancel_requested:
             raise JobCancelled(f"job {self.job_id}: cancellation was requested")
+
+
+def _count(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"ctx.progress({name}=...) takes a whole number, got {type(value).__name__}"
+        )
+    if not 0 <= value <= BIGINT_MAX:
+        raise ValueError(f"ctx.progress({name}=...) must be from 0 to {BIGINT_MAX}, got {value}")
+    return int(value)

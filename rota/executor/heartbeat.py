@@ -11,7 +11,12 @@ Each tick it looks at every held job:
   progress -> renewed.
 
 When any lease is due, every held lease is renewed in ONE statement; a job
-missing from its result lost its lease. The returned state carries CANCEL_REQUESTED to the handler.
+missing from its result lost its lease. A renewal is never a shared fate: if
+the database refuses the statement for what it carries (not for being
+unreachable), it is split in halves down to single rows; a refused row is
+renewed again without its progress (which is dropped, logged), and a row
+refused even then is left to its local deadline. The returned state carries
+CANCEL_REQUESTED to the handler.
 Between renewals, while it holds jobs, it also asks once every
 ``CANCEL_POLL_SECONDS`` which of them a person asked to cancel (one cheap read
 per process, not per job), so ``ctx.checkpoint()`` raises within about a second
@@ -23,12 +28,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from rota.executor.lease import HeldJob
-from rota.executor.transactions import LoopConnection
-from rota.shared.queries.jobs_lease import cancel_requested_of_owner, renew_leases_if_held
+from rota.executor.transactions import LoopConnection, refused_for_its_values
+from rota.shared.database import short_error
+from rota.shared.queries.jobs_lease import (
+    Renewal,
+    cancel_requested_of_owner,
+    renew_leases_if_held,
+)
 from rota.shared.states import JobState
 
 log = logging.getLogger("rota.executor")
@@ -129,22 +140,56 @@ class Heartbeat:
         due = live
         renewals = [h.renewal() for h in due]
         sent_at = time.monotonic()
-        try:
-            with self._db.statement() as conn:  # one statement, fenced per row
-                result = renew_leases_if_held(conn, owner=self._owner, renewals=renewals, now=now)
-        except Exception as exc:  # database unreachable: the local deadlines protect us
+        result, unsent, refused = self._renew(renewals, now)
+        if unsent:  # database unreachable: the local deadlines protect us
             self._retry_at = time.monotonic() + _RETRY_SECONDS
             for h, r in zip(due, renewals, strict=True):
-                h.restore_progress(r)
-            log.warning("could not renew %d lease(s): %s", len(due), exc)
-            return 0
+                if r.job_id in unsent:
+                    h.restore_progress(r)
         for held in due:
-            state = result.get(held.claimed.job_id)
+            job_id = held.claimed.job_id
+            state = result.get(job_id)
             if state is None:
-                if not held.settled:
+                if not held.settled and job_id not in unsent and job_id not in refused:
                     self._on_lost(held, "heartbeat matched no row")
                 continue
             held.renewed_at = sent_at
             if state is JobState.CANCEL_REQUESTED:
                 held.cancel_requested = True
         return len(result)
+
+    def _renew(
+        self, renewals: list[Renewal], now: datetime | None
+    ) -> tuple[dict[uuid.UUID, JobState], set[uuid.UUID], set[uuid.UUID]]:
+        """Renew in one statement, split where refused: (renewed, unsent, refused ids)."""
+        renewed: dict[uuid.UUID, JobState] = {}
+        refused: set[uuid.UUID] = set()
+        todo = [renewals]
+        while todo:
+            part = todo.pop()
+            try:
+                with self._db.statement() as conn:  # one statement, fenced per row
+                    renewed.update(
+                        renew_leases_if_held(conn, owner=self._owner, renewals=part, now=now)
+                    )
+            except Exception as exc:
+                if not refused_for_its_values(exc):
+                    unsent = {r.job_id for rest in [part, *todo] for r in rest}
+                    log.warning("could not renew %d lease(s): %s", len(unsent), exc)
+                    return renewed, unsent, refused
+                if len(part) > 1:
+                    mid = len(part) // 2
+                    todo += [part[mid:], part[:mid]]
+                    continue
+                (one,) = part
+                if one.stage is not None or one.done is not None or one.total is not None:
+                    log.warning(
+                        "progress of job %s was refused and dropped: %s",
+                        one.job_id,
+                        short_error(exc)[:500],
+                    )
+                    todo.append([Renewal(one.job_id, one.generation)])
+                    continue
+                refused.add(one.job_id)
+                log.error("lease renewal of job %s was refused: %s", one.job_id, short_error(exc))
+        return renewed, set(), refused

@@ -43,6 +43,7 @@ class HeldJob:
     cancel_requested: bool = False
     stop: StopReason | None = None
     proc: subprocess.Popen[bytes] | None = None
+    load_error: str | None = None  # why ``spec`` could not be loaded (None: it is not stored)
     _settled: bool = False
     _progress: tuple[str | None, int | None, int | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -5,28 +5,48 @@ Policy, per attempt ``n`` of ``max_attempts``:
 * success -> SUCCEEDED (``needs_reconcile`` cleared);
 * ``PermanentError`` -> FAILED at once;
 * ``RetryableError`` or any other exception -> RETRY_WAIT after
-  ``retry_delay_seconds`` (full jitter), or FAILED when ``n >= max_attempts``;
-* ambiguous (``AmbiguousError``, an execution timeout) -> ``needs_reconcile``
-  set and never a blind rerun: with a ``reconcile`` hook, RETRY_WAIT (the hook
-  decides at the next attempt) or FAILED when no attempt is left; without one,
-  FAILED with code NEEDS_RECONCILE: a person checks, then ``rota replay``.
+  ``retry_delay_seconds`` (jitter on top), or FAILED when ``n >= max_attempts``;
+* ambiguous (``AmbiguousError``, an execution timeout): with a ``reconcile``
+  hook, ``needs_reconcile`` is set and the job goes to RETRY_WAIT (the hook
+  decides at the next attempt) or FAILED when no attempt is left; without a
+  hook, an ``idempotent: true`` job is simply retried like a retryable error
+  (repeating it is safe), and an ``idempotent: false`` one goes to FAILED with
+  code NEEDS_RECONCILE: a person checks, then ``rota replay``.
+
+Every value a handler controls is made storable here (``shared.values``):
+the code is cut to its column, the detail (a traceback) keeps its first and
+last lines within ``ERROR_DETAIL_MAX``; NUL and lone surrogates are replaced.
+A handler's result must be None or a string reference of at most
+``RESULT_REF_MAX`` characters without NUL: anything else fails the job with
+RESULT_INVALID (permanent: the handler returned, so its work may be done, and
+running it again would not change what it returns).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import traceback
 
 from rota.executor.backoff import retry_delay_seconds
 from rota.executor.errors import AmbiguousError, HandlerError, PermanentError
 from rota.shared.config.model import Backoff, JobTypeSpec
+from rota.shared.database import short_error
 from rota.shared.queries.jobs_claim import ClaimedJob
 from rota.shared.queries.jobs_outcome import Finish
 from rota.shared.states import AttemptOutcome, JobState
+from rota.shared.values import (
+    ERROR_CODE_MAX,
+    ERROR_DETAIL_MAX,
+    RESULT_REF_MAX,
+    storable_text,
+)
 
 NEEDS_RECONCILE = "NEEDS_RECONCILE"
 TIMEOUT = "TIMEOUT"
-_DETAIL_LIMIT = 4000
+RESULT_INVALID = "RESULT_INVALID"
+OUTCOME_UNSTORABLE = "OUTCOME_UNSTORABLE"
+EXECUTOR_ERROR = "EXECUTOR_ERROR"
 
 
 def succeeded(
@@ -58,11 +78,42 @@ def released(c: ClaimedJob) -> Finish:
     )
 
 
+def result_ref_of(returned: object) -> str | None:
+    """What a handler returned, as the job's ``result_ref``; PermanentError if it cannot be one."""
+    if returned is None or returned == "":
+        return None
+    if not isinstance(returned, str):
+        raise PermanentError(
+            RESULT_INVALID,
+            f"the handler returned a {type(returned).__name__}; a handler returns None, or a "
+            "string saying where its result lives (e.g. s3://bucket/key)",
+        )
+    if len(returned) > RESULT_REF_MAX:
+        raise PermanentError(
+            RESULT_INVALID,
+            f"the handler returned {len(returned):,} characters; a result reference holds at "
+            f"most {RESULT_REF_MAX:,}: store the result elsewhere and return where it is. "
+            f"It began: {storable_text(returned, 200)}",
+        )
+    if storable_text(returned, RESULT_REF_MAX) is not returned:
+        raise PermanentError(
+            RESULT_INVALID,
+            "the handler returned a result reference holding NUL or a lone surrogate, which "
+            f"cannot be stored: {storable_text(returned, 200)}",
+        )
+    return returned
+
+
 def describe(exc: BaseException) -> tuple[str, str]:
-    """(code, detail): the handler's code or the exception class name, and a traceback tail."""
-    code = exc.code if isinstance(exc, HandlerError) else type(exc).__name__
-    detail = "".join(traceback.format_exception(exc)).strip()
-    return code, detail[-_DETAIL_LIMIT:]
+    """(code, detail), both storable: the handler's code (else the class name), the traceback."""
+    code = storable_text(exc.code, ERROR_CODE_MAX) if isinstance(exc, HandlerError) else ""
+    if not code:
+        code = storable_text(type(exc).__name__, ERROR_CODE_MAX)
+    try:
+        detail = "".join(traceback.format_exception(exc)).strip()
+    except BaseException as why:  # a MemoryError, or an exception hostile to formatting
+        detail = f"{code}: its traceback could not be formatted ({type(why).__name__})"
+    return code, storable_text(detail, ERROR_DETAIL_MAX, keep="middle")
 
 
 def failed(
@@ -103,7 +154,21 @@ def failed(
 def ambiguous(
     c: ClaimedJob, spec: JobTypeSpec | None, code: str, detail: str, rng: random.Random
 ) -> Finish:
-    if spec is None or spec.reconcile is None:
+    hook = spec is not None and spec.reconcile is not None
+    if not hook and c.idempotent:
+        # Safe to repeat: retry within max_attempts, no person needed.
+        state = JobState.FAILED if c.attempt >= c.max_attempts else JobState.RETRY_WAIT
+        return Finish(
+            c.job_id,
+            c.lease_generation,
+            state,
+            AttemptOutcome.AMBIGUOUS,
+            code,
+            detail,
+            delay_seconds=None if state is JobState.FAILED else _delay(spec, c.attempt, rng),
+            needs_reconcile=False,
+        )
+    if not hook:
         why = (
             f"the outcome of attempt {c.attempt} is unknown ({code}) and job type "
             f"{c.job_type!r} has no reconcile hook: check whether the work happened, then "
@@ -115,7 +180,7 @@ def ambiguous(
             JobState.FAILED,
             AttemptOutcome.AMBIGUOUS,
             NEEDS_RECONCILE,
-            why[:_DETAIL_LIMIT],
+            storable_text(why, ERROR_DETAIL_MAX, keep="middle"),
             needs_reconcile=True,
         )
     if c.attempt >= c.max_attempts:
@@ -162,6 +227,43 @@ def timed_out(c: ClaimedJob, spec: JobTypeSpec | None, rng: random.Random) -> Fi
     limit = spec.timeout.total_seconds() if spec is not None and spec.timeout else 0.0
     detail = f"attempt {c.attempt} overran the execution timeout of {limit:g}s"
     return ambiguous(c, spec, TIMEOUT, detail, rng)
+
+
+def crashed(c: ClaimedJob, exc: BaseException) -> Finish:
+    """The outcome when the executor's own code around a handler failed (a bug of ours).
+
+    Retried after a minute while attempts are left: the job is not to blame.
+    Built from fixed values only, so that building it cannot fail too.
+    """
+    state = JobState.FAILED if c.attempt >= c.max_attempts else JobState.RETRY_WAIT
+    return Finish(
+        c.job_id,
+        c.lease_generation,
+        state,
+        AttemptOutcome.FAILED if state is JobState.FAILED else AttemptOutcome.RETRY,
+        EXECUTOR_ERROR,
+        f"the executor failed around the handler ({type(exc).__name__}): see its log",
+        delay_seconds=None if state is JobState.FAILED else 60.0,
+    )
+
+
+def unstorable(finish: Finish, refusal: BaseException) -> Finish:
+    """The outcome to write when the database refused ``finish`` for what it held.
+
+    Same state and attempt outcome, none of the handler's values: our own code,
+    and a detail saying what was refused and why. It is fenced like any other.
+    """
+    detail = (
+        f"the outcome of this attempt (state {finish.state.value}, code "
+        f"{storable_text(finish.error_code, 200)!r}) was refused by the database and "
+        f"replaced by this one: {storable_text(short_error(refusal), 2000)}"
+    )
+    return dataclasses.replace(
+        finish,
+        error_code=OUTCOME_UNSTORABLE,
+        error_detail=storable_text(detail, ERROR_DETAIL_MAX),
+        result_ref=None,
+    )
 
 
 def _delay(spec: JobTypeSpec | None, attempts_made: int, rng: random.Random) -> float:

@@ -4,56 +4,81 @@ The result is a ``Finish`` to write, or ``None`` when there is nothing to
 report (the lease was lost, the job timed out or was released meanwhile).
 Everything logged meanwhile in this context (the handler's own log lines, a
 command's output) carries the job's id, type, attempt and schedule.
+
+``run_held_job`` never raises: whatever fails, the handler or anything around
+it (building the context, a job type that could not be loaded, our own code),
+becomes the job's outcome.
 """
 
 from __future__ import annotations
 
+import inspect
 import random
+from collections.abc import Callable
+from typing import Any
 
 from rota.executor import outcomes
+from rota.executor.aio import EventLoopThread, TaskStopped
 from rota.executor.command import run_command
 from rota.executor.context import JobContext
-from rota.executor.errors import JobCancelled, JobInterrupted, PermanentError
+from rota.executor.errors import (
+    JobCancelled,
+    JobInterrupted,
+    PermanentError,
+    RetryableError,
+)
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.lease import HeldJob
 from rota.shared.logcontext import job_log_context
 from rota.shared.queries.jobs_outcome import Finish
 
+JOB_TYPE_UNAVAILABLE = "JOB_TYPE_UNAVAILABLE"
 
-def run_held_job(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -> Finish | None:
+
+def run_held_job(
+    held: HeldJob, registry: HandlerRegistry, rng: random.Random, aio: EventLoopThread
+) -> Finish | None:
     c = held.claimed
     with job_log_context(c.job_id, c.job_type, c.attempt, c.schedule_name):
-        return _run(held, registry, rng)
+        return _run(held, registry, rng, aio)
 
 
-def _run(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -> Finish | None:
+def _run(
+    held: HeldJob, registry: HandlerRegistry, rng: random.Random, aio: EventLoopThread
+) -> Finish | None:
     c = held.claimed
     spec = held.spec
-    ctx = JobContext.for_job(held)
     in_hook = False
     result_ref: str | None = None
     try:
         if spec is None:
+            if held.load_error is not None:
+                raise RetryableError(
+                    JOB_TYPE_UNAVAILABLE,
+                    f"job type {c.job_type!r} could not be loaded: {held.load_error}",
+                )
             raise PermanentError(
                 "UNKNOWN_JOB_TYPE",
                 f"job type {c.job_type!r} is not stored: declare it and run `rota apply`",
             )
+        ctx = JobContext.for_job(held)
         if c.needs_reconcile:
-            if spec.reconcile is None:
+            if spec.reconcile is not None:
+                in_hook = True
+                done = _call(registry.resolve(spec.reconcile), ctx, held, aio) is True
+                in_hook = False
+                if done:
+                    return outcomes.succeeded(c, reconciled=True)
+            elif not c.idempotent:
                 return outcomes.unreconcilable(c)
-            in_hook = True
-            done = registry.resolve(spec.reconcile)(ctx) is True
-            in_hook = False
-            if done:
-                return outcomes.succeeded(c, reconciled=True)
+            # idempotent without a hook: repeating the work is safe, run it
         if spec.command is not None:
             run_command(spec.command, ctx, held)
         else:
             assert spec.handler is not None, "a job type has a handler or a command"
-            returned = registry.resolve(spec.handler)(ctx)
-            if isinstance(returned, str) and returned:
-                # A handler may return where its result lives (e.g. s3://bucket/key).
-                result_ref = returned
+            returned = _call(registry.resolve(spec.handler), ctx, held, aio)
+            # A handler may return where its result lives (e.g. s3://bucket/key).
+            result_ref = outcomes.result_ref_of(returned)
     except JobCancelled:
         if held.stop is not None:
             return None
@@ -65,3 +90,19 @@ def _run(held: HeldJob, registry: HandlerRegistry, rng: random.Random) -> Finish
             return None
         return outcomes.failed(c, spec, exc, rng, reconciling=in_hook)
     return outcomes.succeeded(c, result_ref=result_ref)
+
+
+def _call(fn: Callable[[Any], Any], ctx: JobContext, held: HeldJob, aio: EventLoopThread) -> Any:
+    """Call a handler or hook; an awaitable it returns runs on the executor's event loop."""
+    returned = fn(ctx)
+    if returned is None or isinstance(returned, str) or not inspect.isawaitable(returned):
+        return returned
+    try:
+        return aio.run(
+            returned,
+            stop_now=lambda: held.stop is not None,
+            stop_soon=lambda: held.cancel_requested,
+        )
+    except TaskStopped:
+        ctx.checkpoint()  # raises why the job stopped: lost, timed out, released, cancelled
+        raise JobCancelled(f"job {held.claimed.job_id}: its task was cancelled") from None

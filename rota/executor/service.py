@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 
 from rota.executor import outcomes
+from rota.executor.aio import EventLoopThread
 from rota.executor.claim import claim_jobs
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.heartbeat import Heartbeat
@@ -117,6 +118,7 @@ class Executor:
         self._rng = rng or random.Random()
         self._types = JobTypeCache(engine)
         self._handlers = HandlerRegistry()
+        self._aio = EventLoopThread()  # coroutine handlers' loop, started on first use
         self._held: dict[uuid.UUID, HeldJob] = {}
         self._held_lock = threading.Lock()
         self._busy = 0
@@ -139,6 +141,7 @@ class Executor:
             LoopConnection(engine, sqlite_lock),
             self.worker_id,
             self._on_written,
+            self._forget,
             linger_batch=max(1, (concurrency + self.prefetch) // 2),
         )
         # The worker registry row and --health-port's view of the loops, both
@@ -279,6 +282,7 @@ class Executor:
         self._registration.stop(self._claim_db.statement)
         self._writer.stop(timeout=0.0)
         self._metrics_flusher.stop()
+        self._aio.stop()
         if self._listener is not None:
             self._listener.stop()
         for _ in self._slot_threads:
@@ -326,11 +330,13 @@ class Executor:
             now=now,
         )
         self.claim_rounds += 1
-        for c in claimed:
+        for c in claimed:  # nothing in here may raise: these jobs are RUNNING already
             # started_at: not yet; the execution timeout counts from the handler's start.
-            held = HeldJob(
-                c, self._types.get(c.job_type), renewed_at=sent_at, started_at=math.inf
-            )
+            held = HeldJob(c, None, renewed_at=sent_at, started_at=math.inf)
+            try:
+                held.spec = self._types.get(c.job_type)
+            except Exception as exc:  # the handler slot turns it into the job's outcome
+                held.load_error = f"{type(exc).__name__}: {exc}"
             with self._held_lock:
                 self._held[c.job_id] = held
             with self._busy_cond:
@@ -441,7 +447,11 @@ class Executor:
                 if held.settled:  # lost, timed out or released while it waited
                     continue
                 held.started_at = time.monotonic()
-                finish = run_held_job(held, self._handlers, self._rng)
+                try:
+                    finish = run_held_job(held, self._handlers, self._rng, self._aio)
+                except BaseException as exc:  # our bug: the job still gets an outcome
+                    log.exception("worker slot failed on job %s", held.claimed.job_id)
+                    finish = outcomes.crashed(held.claimed, exc)
                 self._ran_for(time.monotonic() - held.started_at)
                 if finish is not None:
                     if held.settle():

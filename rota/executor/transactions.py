@@ -23,6 +23,12 @@ SQLite back off by sleeping (1, 2, 5, 10... ms), which wastes most of the time
 under load; so the executor's own threads queue on a Python lock first (one
 lock per process, shared by its loops) and hand the write lock over at once.
 Other processes still wait inside SQLite.
+
+``refused_for_its_values`` tells the two kinds of failed write apart: the
+database (or the driver, binding a value) refused what the statement carried
+(a value too long for its column, a NUL, a number out of range, a constraint),
+or it could not be reached. The loops split a refused batch to isolate the
+row at fault and retry an unreachable one whole, later.
 """
 
 from __future__ import annotations
@@ -32,6 +38,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy import exc as sa_exc
+
+
+def refused_for_its_values(exc: BaseException) -> bool:
+    """True when a failed write was refused for the values it carried, not for connectivity."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return False
+        return isinstance(exc, sa_exc.DataError | sa_exc.IntegrityError)
+    if isinstance(exc, sa_exc.StatementError):  # a bound value failed to convert
+        return True
+    # Raised by a driver while encoding a value (UnicodeEncodeError is a ValueError).
+    return isinstance(exc, ValueError | TypeError | OverflowError)
 
 
 class LoopConnection:

@@ -6,6 +6,17 @@ on its own, see ``shared.queries.jobs_outcome``). Until its outcome is written
 a job stays in the executor's held set, so its lease keeps being renewed. A
 failed flush (database unreachable) is retried; the fence makes a late write
 safe, since it only lands if no one else took the job meanwhile.
+
+Batching is never a shared fate. Values are made storable before they are
+bound, and a batch the database still refuses for what it holds (not for
+being unreachable: ``refused_for_its_values``) is split in halves, down to
+single rows, so the rows at fault fail alone and the others are written. A
+single refused row gets a fallback outcome carrying none of the handler's
+values (``outcomes.unstorable``: OUTCOME_UNSTORABLE, fenced like any other);
+if even that is refused, the worker gives the job up (logged
+``outcome_unstorable``, handed to ``on_given_up``, so it is no longer held
+and renewed) and the sweeper takes it back when its lease expires. Splitting happens only
+after a refusal: the common case is still one statement per flush.
 """
 
 from __future__ import annotations
@@ -17,9 +28,12 @@ from collections import deque
 from collections.abc import Callable
 
 from rota.executor.lease import HeldJob
-from rota.executor.transactions import LoopConnection
+from rota.executor.outcomes import unstorable
+from rota.executor.transactions import LoopConnection, refused_for_its_values
+from rota.shared.database import short_error
+from rota.shared.events import emit
 from rota.shared.queries.jobs_notify import notify_claimable
-from rota.shared.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
+from rota.shared.queries.jobs_outcome import Finish, Finished, Written, finish_if_lease_held
 from rota.shared.states import JobState
 
 log = logging.getLogger("rota.executor")
@@ -33,6 +47,7 @@ LINGER_SECONDS = 0.002
 
 # (held job, what was asked, the state written or None when the lease was lost)
 DoneCallback = Callable[[HeldJob, Finish, JobState | None], None]
+Item = tuple[HeldJob, Finish]
 
 
 class OutcomeWriter:
@@ -41,6 +56,7 @@ class OutcomeWriter:
         db: LoopConnection,
         owner: str,
         on_done: DoneCallback,
+        on_given_up: Callable[[HeldJob], None] | None = None,
         *,
         linger: float = LINGER_SECONDS,
         linger_batch: int = 1,
@@ -48,6 +64,7 @@ class OutcomeWriter:
         self._db = db
         self._owner = owner
         self._on_done = on_done
+        self._on_given_up = on_given_up
         self._linger = linger
         self._linger_batch = linger_batch
         self._pending: deque[tuple[HeldJob, Finish]] = deque()
@@ -86,7 +103,11 @@ class OutcomeWriter:
         return True
 
     def flush_once(self) -> int:
-        """Write one batch of what is pending, in the caller's thread; returns how many."""
+        """Write one batch of what is pending, in the caller's thread; returns how many.
+
+        Raises when the database could not be reached; what was not written is
+        pending again.
+        """
         with self._cond:
             batch = [self._pending.popleft() for _ in range(min(MAX_BATCH, len(self._pending)))]
             self._busy += 1
@@ -94,10 +115,6 @@ class OutcomeWriter:
             if batch:
                 self._write(batch)
             return len(batch)
-        except BaseException:
-            with self._cond:
-                self._pending.extendleft(reversed(batch))
-            raise
         finally:
             with self._cond:
                 self._busy -= 1
@@ -126,18 +143,76 @@ class OutcomeWriter:
                 return
             self._cond.wait(left)
 
-    def _write(self, batch: list[tuple[HeldJob, Finish]]) -> None:
-        finishes = [f for _, f in batch]
+    def _write(self, batch: list[Item]) -> None:
+        """Write ``batch``, splitting it where the database refuses rows for their values."""
+        todo = [batch]  # a stack of parts; the first half of a split is written first
+        while todo:
+            part = todo.pop()
+            try:
+                if len(part) > 1:
+                    self._write_part(part)
+                else:
+                    self._write_single(part[0])
+            except BaseException as exc:
+                if len(part) > 1 and isinstance(exc, Exception) and refused_for_its_values(exc):
+                    mid = len(part) // 2
+                    todo += [part[mid:], part[:mid]]
+                    continue
+                # Unreachable (or stopped): what is not written yet is pending again.
+                unwritten = part + [item for rest in reversed(todo) for item in rest]
+                with self._cond:
+                    self._pending.extendleft(reversed(unwritten))
+                raise
+
+    def _write_single(self, item: Item) -> None:
+        """One row; if the database refuses it, its fallback; if that too, give the job up."""
+        try:
+            self._write_part([item])
+            return
+        except Exception as exc:
+            if not refused_for_its_values(exc):
+                raise
+            refusal = exc
+        held, finish = item
+        fallback = unstorable(finish, refusal)
+        try:
+            self._write_part([(held, fallback)])
+            return
+        except Exception as exc:
+            if not refused_for_its_values(exc):
+                raise
+            second = exc
+        c = held.claimed
+        emit(
+            log,
+            "outcome_unstorable",
+            logging.ERROR,
+            job_id=c.job_id,
+            generation=c.lease_generation,
+            state=finish.state,
+            error=short_error(second)[:500],
+        )
+        # No longer held or renewed: the sweeper takes it back when its lease expires.
+        if self._on_given_up is not None:
+            self._on_given_up(held)
+
+    def _write_part(self, part: list[Item]) -> None:
+        finishes = [f for _, f in part]
         # One statement on PostgreSQL (autocommit), fenced per row.
         with self._db.statement() as conn:
-            results = finish_if_lease_held(conn, owner=self._owner, finishes=finishes)
+            results: list[Written] = finish_if_lease_held(
+                conn, owner=self._owner, finishes=finishes
+            )
+        # Committed: nothing below may make the part be written again (it would
+        # match no row and read as lost).
         if any(isinstance(r, Finished) and r.state is JobState.QUEUED for r in results):
-            # After the outcomes are committed: a failure here must not make the
-            # batch be written again (it would match no row and read as lost).
             try:
                 with self._db.statement() as conn:
                     notify_claimable(conn)
             except Exception as exc:  # idle executors poll; nothing is lost
                 log.warning("could not notify idle executors: %s", exc)
-        for (held, finish), result in zip(batch, results, strict=True):
-            self._on_done(held, finish, result.state if isinstance(result, Finished) else None)
+        for (held, finish), result in zip(part, results, strict=True):
+            try:
+                self._on_done(held, finish, result.state if isinstance(result, Finished) else None)
+            except Exception:  # a callback's failure is not the write's
+                log.exception("outcome callback failed for job %s", held.claimed.job_id)

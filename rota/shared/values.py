@@ -1,10 +1,20 @@
-"""Checking values that come from producers before they reach a statement.
+"""Making values storable before they reach a statement.
 
-A producer (the Python API, ``rota enqueue``, the HTTP API) gets a clear
-``ValueError`` naming the field and what is wrong, never a database error
-halfway through a batch: text must fit its column and hold neither NUL (which
-PostgreSQL text cannot store) nor lone surrogates (not UTF-8); ``args`` must
-be a JSON object of bounded size and depth, with finite numbers only.
+Two kinds of callers, two policies:
+
+* A producer (the Python API, ``rota enqueue``, the HTTP API) gets a clear
+  ``ValueError`` naming the field and what is wrong, never a database error
+  halfway through a batch: text must fit its column and hold neither NUL (which
+  PostgreSQL text cannot store) nor lone surrogates (not UTF-8); ``args`` must
+  be a JSON object of bounded size and depth, with finite numbers only
+  (``check_text``, ``check_int``, ``check_args``).
+* The executor writes what handlers said (error codes, messages, tracebacks,
+  a command's stderr, progress stages). There is nobody to refuse it to, and
+  the job must still get its outcome, so the value is *repaired* instead
+  (``storable_text``): NUL becomes the four characters ``\\x00``, a lone
+  surrogate becomes U+FFFD, and text longer than its column is cut with a
+  visible marker (``…[cut 1234 chars]``). Text that is already storable is
+  returned as it is, after a cheap check (no copy).
 """
 
 from __future__ import annotations
@@ -12,10 +22,84 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 ARGS_MAX_BYTES = 1_000_000  # "small JSON": a large payload belongs behind payload_ref
 ARGS_MAX_DEPTH = 64
+BIGINT_MAX = 2**63 - 1  # the largest value of a BigInteger column (PostgreSQL bigint)
+
+# Bounds of what the executor writes for a handler (columns in shared.models).
+ERROR_CODE_MAX = 200  # jobs.last_error_code, job_attempts.error_code: String(200)
+ERROR_DETAIL_MAX = 8000  # last_error_detail / error_detail are Text: bounded by choice
+PROGRESS_STAGE_MAX = 200  # jobs.progress_stage: String(200)
+RESULT_REF_MAX = 2000  # jobs.result_ref is Text: a reference, not the result itself
+
+Keep = Literal["head", "tail", "middle"]
+
+_NUL = "\x00"
+_NUL_SHOWN = "\\x00"  # what repr() shows: readable, and storable everywhere
+
+
+def storable_text(value: object, max_chars: int, *, keep: Keep = "head") -> str:
+    """``value`` as text any backend stores in a column of ``max_chars`` characters.
+
+    Anything that is not a ``str`` is turned into one (``str()``, or the type's
+    name when ``str()`` fails or does not return text). NUL and lone surrogates
+    are replaced; text longer than ``max_chars`` keeps its start
+    (``keep="head"``), its end (``keep="tail"``) or both ends (``keep="middle"``,
+    for tracebacks: the outer frames and the innermost one with the message)
+    and says how much was cut. The result is never longer than ``max_chars``.
+    """
+    text = value if isinstance(value, str) else _as_text(value)
+    # The common case costs a length check, an O(1) ASCII flag and one memchr.
+    if len(text) <= max_chars and _NUL not in text and (text.isascii() or _is_utf8(text)):
+        return text
+    if _NUL in text:
+        text = text.replace(_NUL, _NUL_SHOWN)
+    if not text.isascii() and not _is_utf8(text):
+        # Paired surrogates become the character they encode; lone ones U+FFFD.
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if len(text) <= max_chars:
+        return text
+    return cut_text(text, max_chars, keep=keep)
+
+
+def cut_text(text: str, max_chars: int, *, keep: Keep = "head") -> str:
+    """``text`` cut to ``max_chars`` characters, the marker saying how much went."""
+    if len(text) <= max_chars:
+        return text
+    marker = f"…[cut {len(text) - max_chars} chars]"
+    # The marker takes room too: count what it really removes.
+    for _ in range(2):
+        room = max(0, max_chars - len(marker))
+        marker = f"…[cut {len(text) - room} chars]"
+    room = max(0, max_chars - len(marker))
+    if room == 0:  # a column too narrow for the marker: plain cut
+        return text[:max_chars]
+    if keep == "tail":
+        return marker + text[len(text) - room :]
+    if keep == "middle":
+        head = room // 2
+        return text[:head] + marker + text[len(text) - (room - head) :]
+    return text[:room] + marker
+
+
+def _as_text(value: object) -> str:
+    try:
+        text = str(value)
+    except Exception:  # a hostile __str__: say what it was instead
+        return f"<{type(value).__name__}>"
+    if not isinstance(text, str):  # a __str__ returning something else
+        return f"<{type(value).__name__}>"
+    return text
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_text(field: str, value: object, max_chars: int | None) -> str | None:

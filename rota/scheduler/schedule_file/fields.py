@@ -109,6 +109,19 @@ def integer(node: Node, *, minimum: int, maximum: int) -> int:
     return value
 
 
+def fraction(node: Node) -> float:
+    """A number from 0 to 1 (``backoff.jitter``: the share of the delay added on top)."""
+    value = construct(node)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FieldError(
+            "expected a number from 0 to 1 (0.2 adds up to 20 % of the delay), "
+            f"got {_shown(value)}"
+        )
+    if not 0 <= value <= 1:  # NaN fails this too
+        raise FieldError(f"must be between 0 and 1 (a fraction of the delay), got {value}")
+    return float(value)
+
+
 def duration(node: Node, *, positive: bool = False, maximum: timedelta = MAX_DURATION) -> timedelta:
     try:
         value = parse_duration(construct(node))

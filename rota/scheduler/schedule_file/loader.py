@@ -146,6 +146,7 @@ JOB_TYPE_FIELDS: dict[str, Parser] = {
         {
             "base": lambda n: fields.duration(n, maximum=MAX_BACKOFF),
             "max": lambda n: fields.duration(n, maximum=MAX_BACKOFF),
+            "jitter": fields.fraction,
         },
     ),
     "idempotent": _simple(fields.boolean),

@@ -32,6 +32,7 @@ DEFAULT_RETAIN_SUCCEEDED = timedelta(days=7)
 DEFAULT_RETAIN_CANCELLED = timedelta(days=7)
 DEFAULT_RETAIN_FAILED = timedelta(days=30)
 RETAIN_FOREVER = "forever"  # written instead of a duration: never pruned
+DEFAULT_BACKOFF_JITTER = 0.2  # up to 20 % of the delay, added on top of it
 UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Ranges every producer and the schedule file are held to (documented in the README).
@@ -80,10 +81,15 @@ DEFAULT_OVERLAP = OverlapPolicy.ALLOW
 
 @dataclass(frozen=True)
 class Backoff:
-    """delay = min(max, base * 2^(n-1)) before jitter, n = attempts made so far (n >= 1)."""
+    """delay = min(max, base * 2^(n-1)) before jitter, n = attempts made so far (n >= 1).
+
+    Jitter is added on top: up to ``jitter`` (a fraction from 0 to 1) of that delay,
+    so a retry never comes sooner than the capped exponential says.
+    """
 
     base: timedelta = DEFAULT_BACKOFF_BASE
     max: timedelta = DEFAULT_BACKOFF_MAX
+    jitter: float = DEFAULT_BACKOFF_JITTER
 
     def delay_before_jitter(self, attempts_made: int) -> timedelta:
         n = max(1, attempts_made)
@@ -198,6 +204,7 @@ class JobTypeSpec:
             "backoff": {
                 "base": format_duration(self.backoff.base),
                 "max": format_duration(self.backoff.max),
+                "jitter": self.backoff.jitter,
             },
             "idempotent": self.idempotent,
             "reconcile": self.reconcile,
@@ -219,6 +226,8 @@ class JobTypeSpec:
             backoff=Backoff(
                 base=parse_duration(backoff.get("base", "5s")),
                 max=parse_duration(backoff.get("max", "15m")),
+                # Definitions stored before jitter was configurable lack it.
+                jitter=float(backoff.get("jitter", DEFAULT_BACKOFF_JITTER)),
             ),
             idempotent=bool(data.get("idempotent", True)),
             reconcile=data.get("reconcile"),

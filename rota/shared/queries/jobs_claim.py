@@ -88,7 +88,9 @@ class ClaimedJob:
     idempotent: bool
     needs_reconcile: bool
     payload_ref: str | None
-    args: dict[str, Any]
+    # A JSON object, unless the row was written by hand or before enqueue checked
+    # args: anything else is refused when the handler's context is built.
+    args: Any
     scheduled_for: datetime | None
     covers_from: datetime | None
     covers_count: int | None
@@ -323,6 +325,15 @@ def claim_limited_jobs(
     return [_claimed(r) for r in rows]
 
 
+def _read_args(value: Any) -> Any:
+    """The stored args; never raises, since the job is already claimed (see ClaimedJob.args)."""
+    try:
+        args = read_json(value)
+    except ValueError:  # a JSON string on PostgreSQL arrives decoded: it is not JSON text
+        return value
+    return {} if args is None else args
+
+
 def _claimed(r: Any) -> ClaimedJob:
     return ClaimedJob(
         job_id=read_id(r[0]),
@@ -335,7 +346,7 @@ def _claimed(r: Any) -> ClaimedJob:
         idempotent=bool(r[7]),
         needs_reconcile=bool(r[8]),
         payload_ref=r[9],
-        args=read_json(r[10]) or {},
+        args=_read_args(r[10]),
         scheduled_for=read_utc(r[11]),
         covers_from=read_utc(r[12]),
         covers_count=r[13],

@@ -3,7 +3,8 @@
 ``renew_leases_if_held`` is the heartbeat: one statement renews every lease a
 worker holds, each fenced on its own (id, generation, owner, a leased state,
 and a lease that has not yet expired: a heartbeat never revives an expired
-claim). It also stores progress reported since the last beat, and returns the
+claim). It also stores progress reported since the last beat (the stage made
+storable: cut to its column, NUL and lone surrogates replaced), and returns the
 state of each renewed job, so a CANCEL_REQUESTED reaches the worker. A job
 missing from the result has lost its lease.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cache
 
@@ -39,6 +40,7 @@ from rota.shared.queries.sqlparams import (
 )
 from rota.shared.sqltime import read_utc
 from rota.shared.states import LEASED_SQL, JobState
+from rota.shared.values import PROGRESS_STAGE_MAX, storable_text
 
 SWEEP_BATCH = 1000
 
@@ -119,6 +121,11 @@ def renew_leases_if_held(
     """Renew the leases ``owner`` still holds; return {job_id: state} of those renewed."""
     if not renewals:
         return {}
+    if any(r.stage is not None for r in renewals):
+        renewals = [
+            r if r.stage is None else replace(r, stage=storable_text(r.stage, PROGRESS_STAGE_MAX))
+            for r in renewals
+        ]
     if is_pg(conn):
         rows = conn.execute(
             _pg_renew(),

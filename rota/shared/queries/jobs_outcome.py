@@ -21,10 +21,16 @@ Rules applied per row, in SQL, against the row as it is now:
 * CANCELLED is written only for a job in CANCEL_REQUESTED: a worker cannot
   cancel a job nobody asked to cancel;
 * ``refund`` gives the attempt back (graceful release costs no attempt).
+
+Every text value is made storable before it is bound (``shared.values``:
+cut to its column with a marker, NUL and lone surrogates replaced), so a
+handler's words cannot make the database refuse the batch; the check costs
+next to nothing for text that is already fine, and plain successes carry none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +52,7 @@ from rota.shared.queries.sqlparams import (
     sqlite_now_plus,
 )
 from rota.shared.states import TERMINAL_SQL, AttemptOutcome, JobState, sql_in
+from rota.shared.values import ERROR_CODE_MAX, ERROR_DETAIL_MAX, RESULT_REF_MAX, storable_text
 
 # Where a worker hands a job back to the queue (a retry, a release): a job whose
 # cancellation was requested meanwhile goes to CANCELLED instead.
@@ -276,13 +283,27 @@ def release_if_lease_held(
     return finish_if_lease_held(conn, owner=owner, finishes=[finish], now=now)[0]
 
 
+def _storable(f: Finish) -> Finish:
+    """``f`` with every text value storable (``f`` itself when it already is)."""
+    code, detail, result = f.error_code, f.error_detail, f.result_ref
+    if code is not None:
+        code = storable_text(code, ERROR_CODE_MAX)
+    if detail is not None:
+        detail = storable_text(detail, ERROR_DETAIL_MAX, keep="middle")
+    if result is not None:
+        result = storable_text(result, RESULT_REF_MAX)
+    if code is f.error_code and detail is f.error_detail and result is f.result_ref:
+        return f
+    return dataclasses.replace(f, error_code=code, error_detail=detail, result_ref=result)
+
+
 def _finish(
     conn: Connection, owner: str, finishes: Sequence[Finish], now: datetime | None
 ) -> dict[uuid.UUID, Finished]:
     if not finishes:
         return {}
     if is_pg(conn):
-        if all(_plain_success(f) for f in finishes):
+        if all(_plain_success(f) for f in finishes):  # no text to make storable
             rows = conn.execute(
                 _pg_succeed(),
                 {
@@ -293,6 +314,7 @@ def _finish(
                 },
             ).all()
             return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
+        finishes = [_storable(f) for f in finishes]
         rows = conn.execute(
             _pg_finish(),
             {
@@ -311,6 +333,7 @@ def _finish(
             },
         ).all()
         return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
+    finishes = [_storable(f) for f in finishes]
     batch = [
         {
             "id": f.job_id.hex,
