@@ -11,7 +11,7 @@ See ``rota.shared.queries.jobs_claim`` for the statements themselves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from rota.executor.transactions import LoopConnection
@@ -26,15 +26,26 @@ def claim_jobs(
     limit: int,
     tenant_limit: int | None = None,
     now: datetime | None = None,
+    excluded_types: Collection[str] = (),
 ) -> list[ClaimedJob]:
-    """Claim up to ``limit`` due jobs of ``pools`` for ``owner``; each now RUNNING, leased."""
+    """Claim up to ``limit`` due jobs of ``pools`` for ``owner``; each now RUNNING, leased.
+
+    Jobs of ``excluded_types`` (types whose handler does not import here) are left alone.
+    """
     if limit <= 0 or not pools:
         return []
     claimed: list[ClaimedJob] | None = None
     if tenant_limit is None and db.engine.dialect.name == "postgresql":
         # Nothing to count: one lock-free statement (None: a keyed job waits).
         with db.statement() as conn:
-            claimed = claim_unkeyed_jobs(conn, owner=owner, pools=pools, limit=limit, now=now)
+            claimed = claim_unkeyed_jobs(
+                conn,
+                owner=owner,
+                pools=pools,
+                limit=limit,
+                now=now,
+                excluded_types=excluded_types,
+            )
     if claimed is None:
         with db.begin() as conn:
             claimed = claim_limited_jobs(
@@ -44,5 +55,6 @@ def claim_jobs(
                 limit=limit,
                 tenant_limit=tenant_limit,
                 now=now,
+                excluded_types=excluded_types,
             )
     return claimed

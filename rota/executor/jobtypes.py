@@ -1,13 +1,15 @@
 """Job type specs, cached in the executor process.
 
 Read from ``job_types`` at start, again every ``refresh_seconds``, and at once
-(at most once a second) when a claimed job names a type the cache lacks.
+when a claimed batch names a type the cache lacks (``ensure``). ``version``
+counts the reads, so the executor rechecks its handlers' imports after each.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
 from sqlalchemy import Engine
 
@@ -22,6 +24,7 @@ class JobTypeCache:
         self._specs: dict[str, JobTypeSpec] = {}
         self._loaded_at = float("-inf")
         self._lock = threading.Lock()
+        self.version = 0  # how many times the types were read
 
     def refresh(self) -> None:
         with self._engine.connect() as conn:
@@ -30,9 +33,15 @@ class JobTypeCache:
         with self._lock:
             self._specs = specs
             self._loaded_at = time.monotonic()
+            self.version += 1
 
     def refresh_if_stale(self) -> None:
         if time.monotonic() - self._loaded_at > self._refresh_seconds:
+            self.refresh()
+
+    def ensure(self, names: Iterable[str]) -> None:
+        """Read the types again now if any of ``names`` is missing (a type applied since)."""
+        if any(n not in self._specs for n in names):
             self.refresh()
 
     def all(self) -> dict[str, JobTypeSpec]:

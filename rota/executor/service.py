@@ -33,6 +33,7 @@ from rota.executor.claim import claim_jobs
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.heartbeat import Heartbeat
 from rota.executor.identity import new_worker_id
+from rota.executor.importable import ImportCheck
 from rota.executor.jobtypes import JobTypeCache
 from rota.executor.lease import HeldJob, StopReason
 from rota.executor.listener import Listener
@@ -42,10 +43,12 @@ from rota.executor.runner import run_held_job
 from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
 from rota.executor.writer import OutcomeWriter
+from rota.shared.database import short_error
 from rota.shared.events import emit
 from rota.shared.liveness import Liveness
 from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MetricsRecorder
 from rota.shared.metrics_flush import MetricsFlusher
+from rota.shared.queries.jobs_claim import ClaimedJob
 from rota.shared.queries.jobs_lease import Swept, sweep_expired_leases
 from rota.shared.queries.jobs_notify import notify_claimable
 from rota.shared.queries.jobs_outcome import Finish
@@ -118,6 +121,9 @@ class Executor:
         self._rng = rng or random.Random()
         self._types = JobTypeCache(engine)
         self._handlers = HandlerRegistry()
+        # Job types of these pools whose handler does not import here: never claimed.
+        self._imports = ImportCheck(self._handlers, self.pools)
+        self._imports_of = -1  # the JobTypeCache.version last checked
         self._aio = EventLoopThread()  # coroutine handlers' loop, started on first use
         self._held: dict[uuid.UUID, HeldJob] = {}
         self._held_lock = threading.Lock()
@@ -176,7 +182,7 @@ class Executor:
         if self._started:
             return
         self._started = True
-        self._types.refresh()
+        self.reload_job_types()
         for i in range(self.concurrency):
             t = threading.Thread(target=self._slot_loop, name=f"rota-slot-{i}", daemon=True)
             t.start()
@@ -219,7 +225,7 @@ class Executor:
                 self._wake.clear()
                 asked = self._claim_limit()
                 claimed = self._guarded(self.claim_once) or 0
-                self._guarded(self._types.refresh_if_stale)
+                self._guarded(self._reload_if_stale)
                 if asked == 0 or claimed == asked:
                     # Busy, or more may be due: claim again once enough slots are free.
                     self._wait_for_slots(stop, min(next_sweep, time.monotonic() + 1.0))
@@ -328,8 +334,10 @@ class Executor:
             limit=limit,
             tenant_limit=self.tenant_limit,
             now=now,
+            excluded_types=self._imports.unrunnable(),
         )
         self.claim_rounds += 1
+        unrunnable = self._types_applied_since(claimed)
         for c in claimed:  # nothing in here may raise: these jobs are RUNNING already
             # started_at: not yet; the execution timeout counts from the handler's start.
             held = HeldJob(c, None, renewed_at=sent_at, started_at=math.inf)
@@ -339,6 +347,13 @@ class Executor:
                 held.load_error = f"{type(exc).__name__}: {exc}"
             with self._held_lock:
                 self._held[c.job_id] = held
+            if held.spec is not None and c.job_type in unrunnable:
+                # A type applied after our last check, whose handler does not import
+                # here: hand it back at once (attempt refunded) for an executor that can.
+                held.interrupt(StopReason.RELEASED)
+                if held.settle():
+                    self._writer.submit(held, outcomes.released(c))
+                continue
             with self._busy_cond:
                 self._busy += 1
             emit(
@@ -352,6 +367,34 @@ class Executor:
             self._slots.put(held)
             observe_claim(self.metrics, c)
         return len(claimed)
+
+    def reload_job_types(self) -> None:
+        """Read the job types now and check that their handlers import (retrying changed ones)."""
+        self._types.refresh()
+        self._check_imports()
+
+    def unrunnable_types(self) -> set[str]:
+        """Job types of this executor's pools it does not claim: their handler does not import."""
+        return set(self._imports.unrunnable())
+
+    def _reload_if_stale(self) -> None:
+        self._types.refresh_if_stale()
+        self._check_imports()
+
+    def _check_imports(self) -> None:
+        version = self._types.version
+        if version != self._imports_of:
+            self._imports.update(self._types.all())
+            self._imports_of = version
+
+    def _types_applied_since(self, claimed: Sequence[ClaimedJob]) -> frozenset[str]:
+        """The unrunnable types, after reading any type of ``claimed`` not seen before."""
+        try:
+            self._types.ensure(c.job_type for c in claimed)
+            self._check_imports()
+        except Exception as exc:  # the jobs are claimed: the slots report what fails
+            log.warning("could not read job types: %s", short_error(exc))
+        return self._imports.unrunnable()
 
     def sweep_once(self, now: datetime | None = None) -> list[Swept]:
         """Take back expired leases (any executor's); safe to run concurrently."""

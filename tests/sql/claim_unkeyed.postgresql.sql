@@ -5,6 +5,7 @@ SELECT EXISTS (
     WHERE w.state IN ('QUEUED', 'RETRY_WAIT')
       AND w.concurrency_key IS NOT NULL
       AND w.pool IN (:pool0)
+      AND NOT (w.job_type = ANY(CAST(:excluded_types AS text[])))
       AND w.run_after <= coalesce(CAST(:now AS timestamptz), now())
       AND w.attempt_count < w.max_attempts
       AND NOT EXISTS (
@@ -15,6 +16,7 @@ SELECT EXISTS (
         WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
           AND c.concurrency_key IS NULL
           AND c.pool IN (:pool0)
+          AND NOT (c.job_type = ANY(CAST(:excluded_types AS text[])))
           AND c.run_after <= coalesce(CAST(:now AS timestamptz), now())
           AND c.attempt_count < c.max_attempts
           AND NOT (SELECT waiting FROM keyed)

@@ -245,6 +245,7 @@ def load_schedule_text(
     job_types: dict[str, JobTypeSpec] = {}
     schedules: dict[str, ScheduleSpec] = {}
     stored_lines: dict[str, int] = {}
+    type_lines: dict[str, Mapping[str, int]] = {}
     root = compose(text, report)
     if root is not None:
         sections = _sections(root, report)
@@ -257,6 +258,7 @@ def load_schedule_text(
         for e in sections.get("job_types", []):
             if (job_type := _job_type(e, report, retain_default)) is not None:
                 job_types[e.key] = job_type
+                type_lines[e.key] = _value_lines(e, ("handler", "reconcile"))
         for e in sections.get("schedules", []):
             if (schedule := _schedule(e, defaults, declared, report, rules)) is not None:
                 schedules[e.key] = schedule
@@ -269,7 +271,19 @@ def load_schedule_text(
         job_types=MappingProxyType(job_types),
         schedules=MappingProxyType(schedules),
         stored_job_type_lines=MappingProxyType(stored_lines),
+        job_type_lines=MappingProxyType(type_lines),
     )
+
+
+def _value_lines(e: Entry, keys: tuple[str, ...]) -> Mapping[str, int]:
+    """The 1-based lines of the values of ``keys`` in ``e`` (and of its name, as "name")."""
+    lines = {"name": int(e.key_node.start_mark.line) + 1}
+    if isinstance(e.value, MappingNode):
+        for key_node, value_node in e.value.value:
+            key = getattr(key_node, "value", None)
+            if key in keys:
+                lines[str(key)] = int(value_node.start_mark.line) + 1
+    return MappingProxyType(lines)
 
 
 def _job_type_line(e: Entry) -> int:

@@ -348,3 +348,6 @@ class ScheduleFile:
     # Without a job_types section: schedule name -> line of its job_type, which
     # must already be stored in the database (checked by ``rota apply``).
     stored_job_type_lines: Mapping[str, int] = field(default_factory=dict)
+    # Job type name -> {"handler" | "reconcile" | "name": 1-based line of that value
+    # (of the job type's name)}: where `rota check --import-handlers` points.
+    job_type_lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -104,13 +104,14 @@ class ClaimedJob:
     started_at: datetime | None = None
 
 
-def _candidates(now_sql: str, pools_sql: str) -> str:
+def _candidates(now_sql: str, pools_sql: str, runnable_sql: str) -> str:
     """Claimable rows, skipping those whose key or tenant is already at its limit."""
     return f"""
         SELECT c.job_id, c.priority, c.run_after, c.created_at, c.tenant, c.concurrency_key
         FROM jobs c
         WHERE c.state IN {CLAIMABLE_SQL}
           AND c.pool IN ({pools_sql})
+          AND {runnable_sql.format(j="c")}
           AND c.run_after <= {now_sql}
           AND c.attempt_count < c.max_attempts
           AND (c.concurrency_key IS NULL OR NOT EXISTS (
@@ -145,6 +146,13 @@ def _pools_sql(n: int) -> str:
     return ", ".join(f":pool{i}" for i in range(n))
 
 
+# Job types the claimer cannot run (its handler does not import there, as in a
+# rolling deploy): never claimed by it, left QUEUED for an executor that can.
+# One bound list whatever its length, so the statement (and its plan) stays one.
+_PG_RUNNABLE = "NOT ({j}.job_type = ANY(CAST(:excluded_types AS text[])))"
+_SQLITE_RUNNABLE = "{j}.job_type NOT IN (SELECT value FROM json_each(:excluded_types))"
+
+
 # The claim itself, on PostgreSQL: the rows of a ``picked`` CTE become RUNNING under
 # a new generation and attempt, and each gets its job_attempts row, in one statement.
 _PG_CLAIM_PICKED = f"""        claimed AS (
@@ -171,7 +179,7 @@ _PG_CLAIM_PICKED = f"""        claimed AS (
 @cache
 def _pg_claim(n_pools: int) -> TextClause:
     pools = _pools_sql(n_pools)
-    cand = _candidates(PG_NOW, pools) + "\n        FOR UPDATE OF c SKIP LOCKED"
+    cand = _candidates(PG_NOW, pools, _PG_RUNNABLE) + "\n        FOR UPDATE OF c SKIP LOCKED"
     return text(f"""
         WITH picked AS ({_picked(cand)}),
 {_PG_CLAIM_PICKED}
@@ -189,6 +197,7 @@ _KEYED_WAITING = f"""
         WHERE w.state IN {CLAIMABLE_SQL}
           AND w.concurrency_key IS NOT NULL
           AND w.pool IN ({{pools}})
+          AND {_PG_RUNNABLE.format(j="w")}
           AND w.run_after <= {PG_NOW}
           AND w.attempt_count < w.max_attempts
           AND NOT EXISTS (
@@ -211,6 +220,7 @@ def _pg_claim_unkeyed(n_pools: int) -> TextClause:
             WHERE c.state IN {CLAIMABLE_SQL}
               AND c.concurrency_key IS NULL
               AND c.pool IN ({pools})
+              AND {_PG_RUNNABLE.format(j="c")}
               AND c.run_after <= {PG_NOW}
               AND c.attempt_count < c.max_attempts
               AND NOT (SELECT waiting FROM keyed)
@@ -238,7 +248,7 @@ def _sqlite_claim(n_pools: int) -> TextClause:
             started_at = {SQLITE_NOW},
             heartbeat_at = {SQLITE_NOW},
             updated_at = {SQLITE_NOW}
-        WHERE job_id IN ({_picked(_candidates(SQLITE_NOW, pools))})
+        WHERE job_id IN ({_picked(_candidates(SQLITE_NOW, pools, _SQLITE_RUNNABLE))})
         RETURNING {_RETURNED}, priority
     """)
 
@@ -258,8 +268,11 @@ def _params(
     tenant_limit: int | None,
     now: datetime | None,
     scan: int | None,
+    excluded_types: Collection[str],
 ) -> dict[str, Any]:
+    excluded = sorted(excluded_types)
     params: dict[str, Any] = {
+        "excluded_types": excluded if is_pg(conn) else json.dumps(excluded),
         "owner": owner,
         "limit": limit,
         "scan": scan if scan is not None else max(4 * limit, 32),
@@ -277,18 +290,20 @@ def claim_unkeyed_jobs(
     pools: Sequence[str],
     limit: int,
     now: datetime | None = None,
+    excluded_types: Collection[str] = (),
 ) -> list[ClaimedJob] | None:
     """PostgreSQL: claim up to ``limit`` jobs without a concurrency key, taking no lock.
 
     One statement (safe in autocommit: it is atomic on its own). Returns None
     when a keyed job waits, or on SQLite: then claim with ``claim_limited_jobs``.
-    Only for claimers without a ``tenant_limit``.
+    Only for claimers without a ``tenant_limit``. Jobs of ``excluded_types`` are
+    never claimed (nor do they count as a keyed job waiting).
     """
     if not is_pg(conn):
         return None
     if limit <= 0 or not pools:
         return []
-    params = _params(conn, owner, pools, limit, None, now, None)
+    params = _params(conn, owner, pools, limit, None, now, None, excluded_types)
     rows = conn.execute(_pg_claim_unkeyed(len(pools)), params).all()
     if rows[0][0]:
         return None
@@ -304,14 +319,16 @@ def claim_limited_jobs(
     tenant_limit: int | None = None,
     now: datetime | None = None,
     scan: int | None = None,
+    excluded_types: Collection[str] = (),
 ) -> list[ClaimedJob]:
     """Claim keyed and plain jobs together, counting keys and tenants; in a transaction.
 
-    PostgreSQL: takes the claim advisory lock first (held until COMMIT).
+    PostgreSQL: takes the claim advisory lock first (held until COMMIT). Jobs of
+    ``excluded_types`` are never claimed.
     """
     if limit <= 0 or not pools:
         return []
-    params = _params(conn, owner, pools, limit, tenant_limit, now, scan)
+    params = _params(conn, owner, pools, limit, tenant_limit, now, scan, excluded_types)
     if is_pg(conn):
         conn.execute(_PG_LOCK, {"key": CLAIM_LOCK_KEY})
         rows = conn.execute(_pg_claim(len(pools)), params).all()

@@ -1,0 +1,94 @@
+"""Which job types this process can run: their handlers (and reconcile hooks) import here.
+
+In a rolling deploy, executors on the old image see job types applied for the
+new one. An executor checks the job types of its pools when it starts and
+whenever they are read again, and never claims those whose handler it cannot
+import (``claim_jobs(excluded_types=...)``): their jobs stay QUEUED for an
+executor that can. Each such type is logged once (one ``handler_unavailable``
+line with the error); a type whose definition changes is tried again, so
+applying a fixed handler path, or a module installed since, makes it claimable
+at the next reload. A type that never changes is not imported again (importing
+runs the module's top-level code). ``command:`` job types need no import.
+
+``import_problems`` is what ``rota check --import-handlers`` runs too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Collection, Mapping
+
+from rota.executor.errors import PermanentError
+from rota.executor.handlers import HandlerRegistry
+from rota.shared.config.model import JobTypeSpec
+from rota.shared.events import emit
+
+log = logging.getLogger("rota.executor")
+
+MAX_ERROR_CHARS = 500
+
+
+def import_problems(spec: JobTypeSpec, registry: HandlerRegistry) -> dict[str, str]:
+    """{field: why} for each of ``handler`` and ``reconcile`` that does not import."""
+    problems: dict[str, str] = {}
+    for field, path in (("handler", spec.handler), ("reconcile", spec.reconcile)):
+        if path is None or (field == "handler" and spec.command is not None):
+            continue
+        try:
+            registry.resolve(path)
+        except PermanentError as exc:  # BAD_HANDLER, HANDLER_IMPORT_ERROR, _NOT_FOUND, ...
+            problems[field] = _cut(str(exc))
+        except (Exception, SystemExit) as exc:  # a module that exits or fails oddly
+            problems[field] = _cut(f"{type(exc).__name__}: {exc}")
+    return problems
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+class ImportCheck:
+    """The job types of ``pools`` whose handler this process cannot import."""
+
+    def __init__(self, registry: HandlerRegistry, pools: Collection[str]) -> None:
+        self._registry = registry
+        self._pools = frozenset(pools)
+        self._checked: dict[str, JobTypeSpec] = {}  # the definition each verdict is for
+        self._failing: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def unrunnable(self) -> frozenset[str]:
+        return frozenset(self._failing)
+
+    def update(self, specs: Mapping[str, JobTypeSpec]) -> frozenset[str]:
+        """Check the types not checked yet, or changed since; returns the unrunnable ones."""
+        with self._lock:
+            todo = [
+                s for s in specs.values()
+                if s.pool in self._pools and self._checked.get(s.name) != s
+            ]
+            if todo:
+                importlib.invalidate_caches()  # see modules installed since the last try
+            for spec in todo:
+                self._checked[spec.name] = spec
+                problems = import_problems(spec, self._registry)
+                before = self._failing.pop(spec.name, None)
+                if problems:
+                    self._failing[spec.name] = problems
+                    if problems != before:
+                        for field, why in problems.items():
+                            emit(
+                                log,
+                                "handler_unavailable",
+                                logging.WARNING,
+                                job_type=spec.name,
+                                field=field,
+                                path=spec.handler if field == "handler" else spec.reconcile,
+                                error=why,
+                            )
+                elif before is not None:
+                    emit(log, "handler_available", job_type=spec.name)
+            return frozenset(self._failing)
