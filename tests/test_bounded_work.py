@@ -99,7 +99,7 @@ def test_backfill_cap_is_raised_by_max(
     assert code == 0
     assert "20 created, 0 already existed" in out
     code, _, err = backfill_cli(capsys, db_url, start, end, "--max", "0")
-    assert code == 2 and "--max must be between 1 and" in err
+    assert code == 2 and "--max: must be between 1 and" in err
 
 
 def test_backfill_refuses_a_to_in_the_future(

@@ -142,7 +142,7 @@ def test_user_mistakes_found_by_review_give_messages_not_tracebacks(
     with engine.begin() as conn:
         upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f")])
     code, _, err = rota(capsys, "jobs", "--db", db_url, "--limit", "-1")
-    assert (code, "--limit must be between 1 and 10,000,000" in err) == (2, True)
+    assert (code, "--limit: must be between 1 and 10,000,000" in err) == (2, True)
     code, _, err = rota(capsys, "enqueue", "report", "--db", db_url, "--dedup-key", "k" * 401)
     assert (code, "dedup_key is at most 400 characters" in err) == (2, True)
     code, _, err = rota(

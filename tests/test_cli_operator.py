@@ -587,7 +587,7 @@ def test_bulk_replay_and_cancel_print_counts_take_dry_run_and_keep_reasons(
         (["cancel"], "give a job ID, or filters"),
         (["replay"], "give a job ID, or filters"),
         (["replay", "12345678", "--dry-run"], "--dry-run is for the bulk form"),
-        (["cancel", "--state", "QUEUED", "--batch-size", "0"], "--batch-size must be at least 1"),
+        (["cancel", "--state", "QUEUED", "--batch-size", "0"], "--batch-size: must be between"),
         (["cancel", "--schedule", "nope"], "unknown schedule 'nope'"),
         (["cancel", "--state", " , "], "--state: no state named"),
         (["cancel", "--type", ""], "unknown job type ''"),

@@ -49,8 +49,8 @@ def job_count(engine: Engine) -> int:
         (["--args", '{"a": NaN}'], "--args: NaN is not a JSON number"),
         (["--args", '{"a": Infinity}'], "--args: Infinity is not a JSON number"),
         (["--args", "[1, 2]"], "--args: must be a JSON object"),
-        (["--priority", str(10**20)], "priority must be between -1000000 and 1000000"),
-        (["--max-attempts", str(2**31)], "max_attempts must be between 1 and 1000"),
+        (["--priority", str(10**20)], "--priority: must be between -1,000,000 and 1,000,000"),
+        (["--max-attempts", str(2**31)], "--max-attempts: must be between 1 and 1,000"),
         (["--payload-ref", "a\0b"], "payload_ref holds a NUL character"),
         (["--dedup-key", "k" * 401], "dedup_key is at most 400 characters"),
     ],
@@ -74,4 +74,4 @@ def test_jobs_limit_out_of_range(
 ) -> None:
     code, _, err = rota(capsys, "jobs", "--limit", limit, "--db", applied)
     assert code == 2
-    assert "--limit must be between 1 and 10,000,000" in err
+    assert "--limit: must be between 1 and 10,000,000" in err

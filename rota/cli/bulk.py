@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from sqlalchemy import Engine
 
+from rota.cli import bounds
 from rota.cli.common import RuntimeFailure, UserError, add_db_option, add_reason_option
 from rota.cli.filters import add_filter_options, has_filter, job_filter
 from rota.shared.actions import ActionNote
@@ -43,7 +44,7 @@ def add_single_and_bulk_options(p: argparse.ArgumentParser, states_help: str) ->
     p.add_argument("--dry-run", action="store_true", help="bulk form: count, change nothing")
     p.add_argument(
         "--batch-size",
-        type=int,
+        type=bounds.BULK_BATCH_SIZE,
         default=BULK_BATCH,
         metavar="N",
         help=f"bulk form: jobs changed per transaction (default {BULK_BATCH})",
@@ -66,8 +67,6 @@ def check_form(args: argparse.Namespace, command: str) -> bool:
         )
     if not bulk and args.dry_run:
         raise UserError("--dry-run is for the bulk form (with filters)")
-    if args.batch_size < 1:
-        raise UserError(f"--batch-size must be at least 1, got {args.batch_size}")
     return bulk
 
 

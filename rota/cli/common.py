@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
-import math
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
+from rota.cli import bounds
 from rota.shared.actions import ActionNote, check_note_text
 from rota.shared.database import (
     BadDatabaseSetting,
@@ -295,7 +295,7 @@ def add_health_options(parser: argparse.ArgumentParser) -> None:
     """``--health-port``, ``--health-host`` and ``--liveness-interval``."""
     parser.add_argument(
         "--health-port",
-        type=_port,
+        type=bounds.PORT,
         metavar="PORT",
         help="serve GET /healthz on this port: 503 when a loop of this process is stuck "
         "(has not come round for three liveness intervals), for a liveness probe; "
@@ -309,33 +309,13 @@ def add_health_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--liveness-interval",
-        type=_positive_seconds,
+        type=bounds.LIVENESS_INTERVAL,
         default=DEFAULT_INTERVAL_SECONDS,
         metavar="SECONDS",
         help="how often this process refreshes its row in the worker registry "
         f"(`rota workers`; silent for three = gone) and how often its loops must come "
         f"round for /healthz (default {DEFAULT_INTERVAL_SECONDS:g})",
     )
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
-    return port
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (math.isfinite(value) and 0.01 <= value <= 86400):
-        raise argparse.ArgumentTypeError(f"use 0.01 to 86400 seconds, got {text}")
-    return value
 
 
 @contextmanager

@@ -73,15 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     # a typo) gets the parser of every command, with its listing and errors.
     chosen = words[0] if words and words[0] in COMMANDS else None
     parser = build_parser(chosen)
-    args, extra = parser.parse_known_args(words)
-    # A command whose positionals vary in number (``rota preview [FILE] NAME``)
-    # names them in ``trailing_words``: words after its options join them, as
-    # argparse would do for a fixed number (``rota preview FILE --count 3 NAME``).
-    trailing = getattr(args, "trailing_words", None)
-    if extra and (trailing is None or any(w.startswith("-") for w in extra)):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if extra and trailing is not None:
-        setattr(args, trailing, [*getattr(args, trailing), *extra])
+    try:
+        args = _parse(parser, words)
+    except SystemExit as exc:  # --help, or a usage error argparse has printed (exit 2)
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        return EXIT_BAD_INPUT
     try:
         code: int = args.func(args)
     except ConfigError as exc:
@@ -105,6 +102,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def _parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """The parsed command line; argparse exits 2 on a mistake (each flag's range included)."""
+    args, extra = parser.parse_known_args(words)
+    # A command whose positionals vary in number (``rota preview [FILE] NAME``)
+    # names them in ``trailing_words``: words after its options join them, as
+    # argparse would do for a fixed number (``rota preview FILE --count 3 NAME``).
+    trailing = getattr(args, "trailing_words", None)
+    if extra and (trailing is None or any(w.startswith("-") for w in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra and trailing is not None:
+        setattr(args, trailing, [*getattr(args, trailing), *extra])
+    return args
 
 
 def _safe(exc: BaseException, args: argparse.Namespace) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rota.cli import bounds
 from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
 from rota.scheduler.control import (
     BACKFILL_LIMIT,
@@ -37,7 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--max",
         dest="limit",
-        type=int,
+        type=bounds.BACKFILL_MAX,
         default=BACKFILL_LIMIT,
         metavar="N",
         help=f"refuse more than N occurrences (default {BACKFILL_LIMIT:,})",
@@ -50,7 +51,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-MAX_LIMIT = 1_000_000_000
+MAX_LIMIT = bounds.BACKFILL_MAX.high
 
 
 def _dry_run(args: argparse.Namespace, counted: BackfillCount) -> int:
@@ -73,8 +74,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if end <= start:
         raise UserError(f"--to {utc_key(end)} must be later than --from {utc_key(start)}")
-    if not 1 <= args.limit <= MAX_LIMIT:
-        raise UserError(f"--max must be between 1 and {MAX_LIMIT:,}, got {args.limit}")
     with open_database(args) as engine:
         try:
             if args.dry_run:

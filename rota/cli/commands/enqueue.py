@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from rota.cli import bounds
 from rota.cli.common import (
     RuntimeFailure,
     UserError,
@@ -27,10 +28,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--args", metavar="JSON", help='a JSON object, like \'{"region": "eu"}\'')
     p.add_argument("--dedup-key", metavar="K", help="a second job with this key is not created")
     p.add_argument("--run-after", metavar="ISO", help="not before this instant (default: now)")
-    p.add_argument("--priority", type=int, help="0 runs first (default: the job type's)")
+    p.add_argument(
+        "--priority", type=bounds.PRIORITY, help="0 runs first (default: the job type's)"
+    )
     p.add_argument("--tenant", help="counts against the executors' per-tenant cap")
     p.add_argument("--concurrency-key", help="at most one running job per key")
-    p.add_argument("--max-attempts", type=int, help="default: the job type's")
+    p.add_argument("--max-attempts", type=bounds.MAX_ATTEMPTS, help="default: the job type's")
     add_db_option(p)
     add_config_option(p)
     p.set_defaults(func=run)

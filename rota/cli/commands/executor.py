@@ -6,6 +6,7 @@ import argparse
 import threading
 from typing import Any
 
+from rota.cli import bounds
 from rota.cli.common import (
     EXIT_OK,
     UserError,
@@ -44,14 +45,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=bounds.CONCURRENCY,
         default=DEFAULT_CONCURRENCY,
         metavar="N",
         help=f"jobs run at once by this process (default {DEFAULT_CONCURRENCY})",
     )
     p.add_argument(
         "--prefetch",
-        type=int,
+        type=bounds.PREFETCH,
         default=None,
         metavar="N",
         help="jobs claimed ahead of a free slot, waiting in this process (default: half of "
@@ -59,21 +60,21 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--tenant-limit",
-        type=int,
+        type=bounds.TENANT_LIMIT,
         default=None,
         metavar="N",
         help="at most N running jobs per tenant, counted over all executors (default: no cap)",
     )
     p.add_argument(
         "--drain-timeout",
-        type=float,
+        type=bounds.DRAIN_TIMEOUT,
         default=DEFAULT_DRAIN_TIMEOUT,
         metavar="SECONDS",
         help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
     )
     p.add_argument(
         "--poll-interval",
-        type=float,
+        type=bounds.POLL_INTERVAL,
         default=DEFAULT_POLL_INTERVAL,
         metavar="SECONDS",
         help=f"idle polling interval (default {DEFAULT_POLL_INTERVAL:g}; "
@@ -81,7 +82,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--sweep-interval",
-        type=float,
+        type=bounds.SWEEP_INTERVAL,
         default=DEFAULT_SWEEP_INTERVAL,
         metavar="SECONDS",
         help=f"how often expired leases are taken back (default {DEFAULT_SWEEP_INTERVAL:g})",
@@ -98,22 +99,8 @@ def parse_pools(text: str) -> tuple[str, ...]:
     return pools
 
 
-def _check_positive(name: str, value: float | None) -> None:
-    if value is not None and value <= 0:
-        raise UserError(f"{name} must be positive, got {value:g}")
-
-
 def run(args: argparse.Namespace) -> int:
-    pools = parse_pools(args.pools)
-    if args.concurrency < 1:
-        raise UserError(f"--concurrency must be at least 1, got {args.concurrency}")
-    if args.prefetch is not None and args.prefetch < 0:
-        raise UserError(f"--prefetch must not be negative, got {args.prefetch}")
-    _check_positive("--tenant-limit", args.tenant_limit)
-    _check_positive("--poll-interval", args.poll_interval)
-    _check_positive("--sweep-interval", args.sweep_interval)
-    if args.drain_timeout < 0:
-        raise UserError(f"--drain-timeout must not be negative, got {args.drain_timeout:g}")
+    pools = parse_pools(args.pools)  # the numbers were checked as parsed (rota.cli.bounds)
     configure_logging(args)
     stop = threading.Event()
     install_stop_handlers(stop)

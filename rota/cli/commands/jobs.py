@@ -11,13 +11,14 @@ import json
 import sys
 from typing import Any
 
-from rota.cli.common import UserError, add_db_option, open_database
+from rota.cli import bounds
+from rota.cli.common import add_db_option, open_database
 from rota.cli.filters import add_filter_options, job_filter
 from rota.cli.status import job_json, jobs_table
 from rota.shared.queries.jobs_read import database_now, list_jobs
 
 TABLE_LIMIT = 100
-MAX_LIMIT = 10_000_000
+MAX_LIMIT = bounds.JOBS_LIMIT.high
 
 
 def register(subparsers: Any) -> None:
@@ -25,7 +26,7 @@ def register(subparsers: Any) -> None:
     add_filter_options(p)
     p.add_argument(
         "--limit",
-        type=int,
+        type=bounds.JOBS_LIMIT,
         metavar="N",
         help=f"newest N jobs (default: {TABLE_LIMIT} in the table, all with --json)",
     )
@@ -35,8 +36,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.limit is not None and not 1 <= args.limit <= MAX_LIMIT:
-        raise UserError(f"--limit must be between 1 and {MAX_LIMIT:,}, got {args.limit}")
     limit = args.limit if args.limit is not None else (None if args.json else TABLE_LIMIT)
     with open_database(args) as engine, engine.connect() as conn:
         where = job_filter(conn, args)

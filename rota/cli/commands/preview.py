@@ -24,6 +24,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from rota.cli import bounds
 from rota.cli.commands.check import print_problems
 from rota.cli.common import (
     EXIT_BAD_INPUT,
@@ -42,7 +43,7 @@ from rota.shared.queries.schedules import get_schedule, read_clock, schedule_nam
 from rota.shared.timefmt import parse_instant, utc_key
 
 DEFAULT_COUNT = 10
-MAX_COUNT = 10_000
+MAX_COUNT = bounds.PREVIEW_COUNT.high
 
 
 def register(subparsers: Any) -> None:
@@ -67,7 +68,11 @@ def register(subparsers: Any) -> None:
         help="list instants strictly after this one (default: now; no offset means UTC)",
     )
     p.add_argument(
-        "--count", type=int, default=DEFAULT_COUNT, metavar="N", help="how many (default: 10)"
+        "--count",
+        type=bounds.PREVIEW_COUNT,
+        default=DEFAULT_COUNT,
+        metavar="N",
+        help="how many (default: 10)",
     )
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.add_argument(
@@ -79,9 +84,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.count <= MAX_COUNT:
-        print(f"rota preview: --count must be between 1 and {MAX_COUNT}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     if len(args.words) > 2:
         raise UserError("preview takes a schedule NAME, or a FILE and a NAME")
     try:

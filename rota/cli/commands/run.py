@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from rota.cli import bounds
 from rota.cli.commands.executor import parse_pools
 from rota.cli.commands.serve import serve_in_background
 from rota.cli.common import (
@@ -63,14 +64,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pools", metavar="A,B", help="pools to serve (default: every job type's)")
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=bounds.CONCURRENCY,
         default=DEFAULT_CONCURRENCY,
         metavar="N",
         help=f"jobs run at once (default {DEFAULT_CONCURRENCY})",
     )
     p.add_argument(
         "--drain-timeout",
-        type=float,
+        type=bounds.DRAIN_TIMEOUT,
         default=DEFAULT_DRAIN_TIMEOUT,
         metavar="SECONDS",
         help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
@@ -79,7 +80,9 @@ def register(subparsers: Any) -> None:
         "--no-serve", action="store_true", help="do not serve the API and dashboard (rota serve)"
     )
     p.add_argument("--serve-host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    p.add_argument("--serve-port", type=int, default=8080, help="API port (default 8080)")
+    p.add_argument(
+        "--serve-port", type=bounds.PORT, default=8080, help="API port (default 8080)"
+    )
     add_logging_options(p)
     add_health_options(p)
     p.set_defaults(func=run)

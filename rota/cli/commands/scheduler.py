@@ -6,6 +6,7 @@ import argparse
 import threading
 from typing import Any
 
+from rota.cli import bounds
 from rota.cli.common import (
     EXIT_OK,
     add_config_option,
@@ -34,21 +35,21 @@ def register(subparsers: Any) -> None:
     add_config_option(p)
     p.add_argument(
         "--batch",
-        type=int,
+        type=bounds.SCHEDULER_BATCH,
         default=DEFAULT_BATCH_SCHEDULES,
         metavar="N",
         help=f"due schedules locked per transaction (default {DEFAULT_BATCH_SCHEDULES})",
     )
     p.add_argument(
         "--max-jobs",
-        type=int,
+        type=bounds.SCHEDULER_MAX_JOBS,
         default=DEFAULT_BATCH_JOBS,
         metavar="N",
         help=f"jobs made per transaction (default {DEFAULT_BATCH_JOBS})",
     )
     p.add_argument(
         "--max-sleep",
-        type=float,
+        type=bounds.MAX_SLEEP,
         default=DEFAULT_MAX_SLEEP,
         metavar="SECONDS",
         help=f"longest sleep between ticks (default {DEFAULT_MAX_SLEEP})",
@@ -65,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
     with health_server(args) as health, open_database(args) as engine:
         service = SchedulerService(
             engine,
-            batch_schedules=max(1, args.batch),
-            batch_jobs=max(1, args.max_jobs),
-            max_sleep=max(0.01, args.max_sleep),
+            batch_schedules=args.batch,
+            batch_jobs=args.max_jobs,
+            max_sleep=args.max_sleep,
             liveness_interval=args.liveness_interval,
         )
         if health is not None:

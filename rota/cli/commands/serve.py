@@ -14,6 +14,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from rota.cli import bounds
 from rota.cli.common import (
     EXIT_OK,
     RuntimeFailure,
@@ -46,7 +47,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port to bind (default 8080)")
+    p.add_argument("--port", type=bounds.PORT, default=None, help="port to bind (default 8080)")
     add_db_option(p)
     add_logging_options(p)
     p.set_defaults(func=run)
@@ -70,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
 
     host = args.host if args.host is not None else DEFAULT_HOST
     port = args.port if args.port is not None else DEFAULT_PORT
-    if not 0 <= port <= 65535:
-        raise UserError(f"--port must be between 0 and 65535, got {port}")
     token = api_token()
     try:
         check_bind(host, token)
