@@ -30,6 +30,7 @@ from rota.shared.database import (
     parse_url,
     resolve_schema,
     resolve_url,
+    sqlite_file_path,
 )
 from rota.shared.events import emit
 from rota.shared.logcontext import JobContextFilter
@@ -161,7 +162,7 @@ def _refuse_missing_sqlite_file(url: str) -> None:
         parsed = parse_url(url)
     except BadDatabaseSetting as exc:
         raise UserError(str(exc)) from None
-    path = parsed.database
+    path = sqlite_file_path(parsed)
     is_file = parsed.get_backend_name() == "sqlite" and path and path != ":memory:"
     if is_file and not os.path.exists(str(path)):
         raise RuntimeFailure(f"no database at {path}: run `rota migrate` first")

@@ -19,6 +19,7 @@ from rota.cli.common import (
 )
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.shared.database import BadDatabaseSetting, DatabaseError, scrub, short_error
+from rota.shared.outage import DatabaseUnusable
 
 # Each module has register(subparsers) and run(args) -> int.
 COMMANDS = (
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             print(problem, file=sys.stderr)
         print("rota: the schedule file was refused; nothing was applied", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except DatabaseUnusable:  # a permanent database fault: its one log line said why
+        return EXIT_FAILURE
     except (UserError, BadDatabaseSetting) as exc:
         print(f"rota: {_safe(exc, args)}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -35,6 +35,7 @@ from datetime import datetime
 from rota.executor.lease import HeldJob
 from rota.executor.transactions import LoopConnection, refused_for_its_values
 from rota.shared.database import short_error
+from rota.shared.outage import Outage
 from rota.shared.queries.jobs_lease import (
     Renewal,
     cancel_requested_of_owner,
@@ -60,8 +61,10 @@ class Heartbeat:
         on_lost: Callable[[HeldJob, str], None],
         on_timeout: Callable[[HeldJob], None],
         on_pass: Callable[[], None] | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self._db = db
+        self._outage = outage  # logs a database outage once, not every beat
         self._owner = owner
         self._held = held
         self._on_lost = on_lost
@@ -99,7 +102,7 @@ class Heartbeat:
             with self._db.statement() as conn:
                 wanted = cancel_requested_of_owner(conn, owner=self._owner)
         except Exception as exc:  # the next renewal carries the state too
-            log.warning("could not check for cancellations: %s", exc)
+            self._failed(exc, "could not check for cancellations")
             return
         for held in live:
             if held.claimed.job_id in wanted:
@@ -175,7 +178,7 @@ class Heartbeat:
             except Exception as exc:
                 if not refused_for_its_values(exc):
                     unsent = {r.job_id for rest in [part, *todo] for r in rest}
-                    log.warning("could not renew %d lease(s): %s", len(unsent), exc)
+                    self._failed(exc, f"could not renew {len(unsent)} lease(s)")
                     return renewed, unsent, refused
                 if len(part) > 1:
                     mid = len(part) // 2
@@ -192,4 +195,12 @@ class Heartbeat:
                     continue
                 refused.add(one.job_id)
                 log.error("lease renewal of job %s was refused: %s", one.job_id, short_error(exc))
+        if self._outage is not None:
+            self._outage.ok()
         return renewed, set(), refused
+
+    def _failed(self, exc: Exception, what: str) -> None:
+        if self._outage is not None:
+            self._outage.failed(exc, "heartbeat")
+        else:
+            log.warning("%s: %s", what, short_error(exc))

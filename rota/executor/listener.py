@@ -14,7 +14,8 @@ import threading
 import psycopg
 from sqlalchemy import Engine
 
-from rota.shared.database import listen_channel
+from rota.shared.database import listen_channel, short_error
+from rota.shared.outage import Outage
 from rota.shared.queries.jobs_notify import CHANNEL
 
 log = logging.getLogger("rota.executor")
@@ -24,7 +25,10 @@ _RECONNECT_SECONDS = 1.0
 
 
 class Listener:
-    def __init__(self, engine: Engine, wake: threading.Event) -> None:
+    def __init__(
+        self, engine: Engine, wake: threading.Event, outage: Outage | None = None
+    ) -> None:
+        self._outage = outage  # a server that is down is logged once, not every second
         url = engine.url.set(drivername="postgresql")
         self._dsn = url.render_as_string(hide_password=False)
         self._wake = wake
@@ -48,10 +52,16 @@ class Listener:
                 with psycopg.connect(self._dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {listen_channel(conn, CHANNEL)}")
                     self._ready.set()
+                    if self._outage is not None:
+                        self._outage.ok()
                     self._wake.set()  # anything inserted while we were not listening
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=_WAIT_SECONDS, stop_after=1):
                             self._wake.set()
             except psycopg.Error as exc:
-                log.warning("LISTEN %s connection failed, polling meanwhile: %s", CHANNEL, exc)
+                if self._outage is not None:
+                    self._outage.failed(exc, "listen")
+                else:
+                    log.warning("LISTEN %s connection failed, polling meanwhile: %s",
+                                CHANNEL, short_error(exc))
                 self._stop.wait(_RECONNECT_SECONDS)

@@ -48,6 +48,7 @@ from rota.shared.events import emit
 from rota.shared.liveness import Liveness
 from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MetricsRecorder
 from rota.shared.metrics_flush import MetricsFlusher
+from rota.shared.outage import Outage
 from rota.shared.queries.jobs_claim import ClaimedJob
 from rota.shared.queries.jobs_lease import Swept, sweep_expired_leases
 from rota.shared.queries.jobs_notify import notify_claimable
@@ -118,6 +119,9 @@ class Executor:
         self.drain_timeout = drain_timeout
         self.max_claim_batch = max_claim_batch
         self.worker_id = worker_id or new_worker_id()
+        # The database's faults, seen by every loop of this process: an outage is
+        # logged once (and retried with backoff), a permanent fault stops the executor.
+        self._outage = Outage(log, secret_url=engine.url.render_as_string(hide_password=False))
         self._rng = rng or random.Random()
         self._types = JobTypeCache(engine)
         self._handlers = HandlerRegistry()
@@ -136,7 +140,9 @@ class Executor:
         self._started = False
         self.claim_rounds = 0  # claim statements run so far (tests wait on it)
         self.metrics = MetricsRecorder()  # in memory; flushed once per interval
-        self._metrics_flusher = MetricsFlusher(engine, self.metrics, metrics_interval)
+        self._metrics_flusher = MetricsFlusher(
+            engine, self.metrics, metrics_interval, outage=self._outage
+        )
         # One held connection per loop; on SQLite they queue on one process lock.
         sqlite_lock = threading.Lock()
         self._claim_db = LoopConnection(engine, sqlite_lock)
@@ -149,6 +155,7 @@ class Executor:
             self._on_written,
             self._forget,
             linger_batch=max(1, (concurrency + self.prefetch) // 2),
+            outage=self._outage,
         )
         # The worker registry row and --health-port's view of the loops, both
         # kept by the loops' own passes (one registry write per interval).
@@ -159,6 +166,7 @@ class Executor:
             interval_seconds=liveness_interval,
             pools=self.pools,
             concurrency=concurrency,
+            outage=self._outage,
         )
         self._heartbeat_db = LoopConnection(engine, sqlite_lock)
         self._heartbeat = Heartbeat(
@@ -168,10 +176,11 @@ class Executor:
             self._on_lost,
             self._on_timeout,
             on_pass=self._heartbeat_passed,
+            outage=self._outage,
         )
         self._listener: Listener | SqliteWatcher | None = None
         if listen and engine.dialect.name == "postgresql":
-            self._listener = Listener(engine, self._wake)
+            self._listener = Listener(engine, self._wake, self._outage)
         elif listen and engine.dialect.name == "sqlite":
             self._listener = SqliteWatcher(engine, self._wake)
 
@@ -182,7 +191,10 @@ class Executor:
         if self._started:
             return
         self._started = True
-        self.reload_job_types()
+        try:
+            self.reload_job_types()
+        except Exception as exc:  # the claim loop reads them again (they are stale)
+            self._outage.failed(exc, "claim")
         for i in range(self.concurrency):
             t = threading.Thread(target=self._slot_loop, name=f"rota-slot-{i}", daemon=True)
             t.start()
@@ -203,10 +215,13 @@ class Executor:
         )
 
     def run(self, stop: threading.Event) -> None:
-        """Claim and run jobs until ``stop`` is set, then drain and release (graceful)."""
+        """Claim and run jobs until ``stop`` is set, then drain and release (graceful).
+
+        Raises ``DatabaseUnusable`` (after shutting down) when the database can never
+        serve it: read-only, not migrated, refusing this user. One line said why.
+        """
         # The loop waits at most a poll interval (or a second, when busy) per pass.
         self.liveness.watch("claim", max(self._registration.interval, self.poll_interval))
-        self.start()
 
         def wake_on_stop() -> None:
             stop.wait()
@@ -217,7 +232,9 @@ class Executor:
         threading.Thread(target=wake_on_stop, name="rota-stop", daemon=True).start()
         next_sweep = 0.0
         try:
+            self.start()
             while not stop.is_set():
+                self._outage.check()  # a permanent fault, met by any loop: stop
                 self.liveness.passed("claim")
                 if time.monotonic() >= next_sweep:
                     self._guarded(self.sweep_once)
@@ -337,6 +354,7 @@ class Executor:
             excluded_types=self._imports.unrunnable(),
         )
         self.claim_rounds += 1
+        self._outage.ok()  # the database answered: an outage (if any) is over
         unrunnable = self._types_applied_since(claimed)
         for c in claimed:  # nothing in here may raise: these jobs are RUNNING already
             # started_at: not yet; the execution timeout counts from the handler's start.
@@ -400,6 +418,7 @@ class Executor:
         """Take back expired leases (any executor's); safe to run concurrently."""
         with self._claim_db.statement() as conn:
             swept = sweep_expired_leases(conn, now=now)
+        self._outage.ok()
         if any(s.state is JobState.RETRY_WAIT for s in swept):
             try:
                 with self._claim_db.statement() as conn:
@@ -475,11 +494,13 @@ class Executor:
 
     def _guarded(self, fn: Callable[[], T]) -> T | None:
         try:
-            return fn()
-        except Exception as exc:  # database hiccup: log, keep the loop alive
-            log.warning("executor tick failed: %s", exc)
-            time.sleep(min(self.poll_interval, 1.0))
+            done = fn()
+        except Exception as exc:  # an outage: logged once, retried with backoff
+            delay = self._outage.failed(exc, "claim")
+            self._outage.check()  # a database that can never work: stop
+            self._wake.wait(delay)
             return None
+        return done
 
     def _slot_loop(self) -> None:
         while True:

@@ -16,6 +16,8 @@ import threading
 
 from sqlalchemy import Engine
 
+from rota.shared.database import sqlite_file_path
+
 log = logging.getLogger("rota.executor")
 
 CHECK_SECONDS = 0.005
@@ -23,7 +25,7 @@ CHECK_SECONDS = 0.005
 
 class SqliteWatcher:
     def __init__(self, engine: Engine, wake: threading.Event) -> None:
-        database = engine.url.database
+        database = sqlite_file_path(engine.url)
         assert database, "an SQLite URL names a file"
         self._path = database
         self._wake = wake

@@ -32,6 +32,7 @@ from rota.executor.outcomes import unstorable
 from rota.executor.transactions import LoopConnection, refused_for_its_values
 from rota.shared.database import short_error
 from rota.shared.events import emit
+from rota.shared.outage import Outage
 from rota.shared.queries.jobs_notify import notify_claimable
 from rota.shared.queries.jobs_outcome import Finish, Finished, Written, finish_if_lease_held
 from rota.shared.states import JobState
@@ -60,8 +61,10 @@ class OutcomeWriter:
         *,
         linger: float = LINGER_SECONDS,
         linger_batch: int = 1,
+        outage: Outage | None = None,
     ) -> None:
         self._db = db
+        self._outage = outage  # logs a database outage once, not every retry
         self._owner = owner
         self._on_done = on_done
         self._on_given_up = on_given_up
@@ -129,9 +132,13 @@ class OutcomeWriter:
                     return
                 self._gather()
             try:
-                self.flush_once()
+                if self.flush_once() and self._outage is not None:
+                    self._outage.ok()
             except Exception as exc:  # database unreachable: keep the batch, try again
-                log.warning("could not write outcomes, will retry: %s", exc)
+                if self._outage is not None:
+                    self._outage.failed(exc, "outcomes")
+                else:
+                    log.warning("could not write outcomes, will retry: %s", short_error(exc))
                 time.sleep(_RETRY_SECONDS)
 
     def _gather(self) -> None:
@@ -210,7 +217,7 @@ class OutcomeWriter:
                 with self._db.statement() as conn:
                     notify_claimable(conn)
             except Exception as exc:  # idle executors poll; nothing is lost
-                log.warning("could not notify idle executors: %s", exc)
+                log.warning("could not notify idle executors: %s", short_error(exc))
         for (held, finish), result in zip(part, results, strict=True):
             try:
                 self._on_done(held, finish, result.state if isinstance(result, Finished) else None)

@@ -9,7 +9,10 @@
 A tick runs batches (``scheduler.tick.materialize_batch``), each in its own
 transaction, until nothing is due. Between ticks the replica sleeps until the
 earliest ``next_fire_at`` (at most ``max_sleep``) or until a NOTIFY wakes it.
-A database error is logged and retried after a pause; it never stops the loop.
+A transient database error (the server down or restarting, a lock conflict)
+is logged once per outage and retried with backoff; a permanent one (a
+read-only database, missing tables, a refused login) is logged once and stops
+the replica: ``run`` raises ``DatabaseUnusable`` (``rota.shared.outage``).
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from rota.scheduler.tick import (
     materialize_batch,
 )
 from rota.scheduler.wakeup import Wakeup
+from rota.shared.database import DatabaseError
 from rota.shared.events import emit
 from rota.shared.identity import new_worker_id
 from rota.shared.liveness import Liveness
 from rota.shared.metrics import MetricsRecorder
 from rota.shared.metrics_flush import MetricsFlusher
+from rota.shared.outage import Outage
 from rota.shared.queries.schedules import CursorMoved, earliest_next_fire
 from rota.shared.registry import DEFAULT_INTERVAL_SECONDS, Registration
 from rota.shared.states import WorkerKind
@@ -70,10 +75,15 @@ class SchedulerService:
         self._compiled = CompiledSchedules()
         self._frozen_at = 0
         self.worker_id = new_worker_id()  # fresh per process start
+        # The database's faults, for every loop of this replica: logged once per outage.
+        self._outage = Outage(log, secret_url=engine.url.render_as_string(hide_password=False))
         # The worker registry row and --health-port's view of the tick loop.
         self.liveness = Liveness()
         self._registration = Registration(
-            WorkerKind.SCHEDULER, self.worker_id, interval_seconds=liveness_interval
+            WorkerKind.SCHEDULER,
+            self.worker_id,
+            interval_seconds=liveness_interval,
+            outage=self._outage,
         )
         self._looping = False  # run() is on: passes count for liveness and the registry
         self.metrics = MetricsRecorder()  # scheduler delay; flushed by run() once per interval
@@ -122,9 +132,9 @@ class SchedulerService:
         return min(self.max_sleep, max(0.0, (soonest - clock).total_seconds()))
 
     def run(self, stop: threading.Event) -> None:
-        """Tick until ``stop`` is set."""
-        wakeup = Wakeup(self.engine)
-        flusher = MetricsFlusher(self.engine, self.metrics)
+        """Tick until ``stop`` is set; ``DatabaseUnusable`` when the database never can serve."""
+        wakeup = Wakeup(self.engine, self._outage)
+        flusher = MetricsFlusher(self.engine, self.metrics, outage=self._outage)
         flusher.start()
         emit(log, "scheduler_started", worker_id=self.worker_id)
         self._registration.start(self.engine.begin)
@@ -133,15 +143,20 @@ class SchedulerService:
         self._looping = True
         try:
             while not stop.is_set():
+                self._outage.check()  # a permanent fault, met by any loop: stop
                 self._passed()
                 try:
                     result = self.run_once(stop=stop)
+                    self._outage.ok()
                     if result.more_due:
                         continue
                     sleep_s = self.seconds_until_due()
-                except (DBAPIError, CursorMoved) as exc:
+                except CursorMoved as exc:
                     emit(log, "tick_failed", logging.WARNING, error=_short(exc))
                     sleep_s = ERROR_PAUSE_SECONDS
+                except (DBAPIError, DatabaseError) as exc:  # once per outage, with backoff
+                    sleep_s = self._outage.failed(exc, "tick")
+                    self._outage.check()
                 except Exception as exc:  # a bug must not stop the replica; log it whole
                     log.exception("event=tick_failed error=%s", _short(exc))
                     sleep_s = ERROR_PAUSE_SECONDS

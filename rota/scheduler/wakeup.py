@@ -18,8 +18,9 @@ from typing import Any
 import psycopg
 from sqlalchemy import Engine
 
-from rota.shared.database import listen_channel
+from rota.shared.database import listen_channel, short_error
 from rota.shared.events import emit
+from rota.shared.outage import Outage
 from rota.shared.queries.schedules import NOTIFY_CHANNEL
 
 log = logging.getLogger("rota.scheduler")
@@ -30,7 +31,8 @@ _RELISTEN_SECONDS = 10.0  # after a failed LISTEN connection, poll this long bef
 
 
 class Wakeup:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, outage: Outage | None = None) -> None:
+        self._outage = outage  # a server that is down is logged once, not every retry
         self._dsn: str | None = None
         if engine.dialect.name == "postgresql":
             self._dsn = engine.url.set(drivername="postgresql").render_as_string(
@@ -51,7 +53,10 @@ class Wakeup:
             conn.execute(f"LISTEN {listen_channel(conn, NOTIFY_CHANNEL)}")
         except psycopg.Error as exc:
             self._retry_at = time.monotonic() + _RELISTEN_SECONDS
-            emit(log, "listen_failed", logging.WARNING, error=str(exc).strip().splitlines()[0])
+            if self._outage is not None:
+                self._outage.failed(exc, "listen")
+            else:
+                emit(log, "listen_failed", logging.WARNING, error=short_error(exc))
             return None
         self._conn = conn
         return conn
@@ -74,7 +79,10 @@ class Wakeup:
                     list(conn.notifies(timeout=0.001, stop_after=100))
                     return True
             except psycopg.Error as exc:
-                emit(log, "listen_lost", logging.WARNING, error=str(exc).strip().splitlines()[0])
+                if self._outage is not None:
+                    self._outage.failed(exc, "listen")
+                else:
+                    emit(log, "listen_lost", logging.WARNING, error=short_error(exc))
                 self.close()
                 conn = None
         return False

@@ -211,8 +211,19 @@ def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> E
     )
 
 
-def _sqlite_engine(url: URL) -> Engine:
+def sqlite_file_path(url: URL) -> str | None:
+    """The file an SQLite URL names: ``sqlite:///path``, or an SQLite URI
+    (``sqlite:///file:path?mode=ro&uri=true``, opened read-only); None for memory."""
     database = url.database
+    if database and str(url.query.get("uri", "")).lower() == "true" and database.startswith(
+        "file:"
+    ):
+        database = database[len("file:"):]
+    return database or None
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = sqlite_file_path(url)
     if not database or database == ":memory:" or "mode=memory" in str(url):
         raise BadDatabaseSetting(
             "an in-memory SQLite database cannot be shared between rota's processes: "

@@ -10,7 +10,9 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
+from rota.shared.database import short_error
 from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MINUTES_KEPT, Deltas, MetricsRecorder
+from rota.shared.outage import Outage
 from rota.shared.queries.jobs_read import database_now
 from rota.shared.queries.metrics import (
     add_aggregates,
@@ -29,9 +31,14 @@ class MetricsFlusher:
     """Flushes ``recorder`` into the database every ``interval`` seconds, and once at stop."""
 
     def __init__(
-        self, engine: Engine, recorder: MetricsRecorder, interval: float = DEFAULT_FLUSH_SECONDS
+        self,
+        engine: Engine,
+        recorder: MetricsRecorder,
+        interval: float = DEFAULT_FLUSH_SECONDS,
+        outage: Outage | None = None,
     ) -> None:
         self._engine = engine
+        self._outage = outage  # a database outage is logged once, by whoever meets it first
         self._recorder = recorder
         self._interval = interval
         self._stop = threading.Event()
@@ -47,17 +54,22 @@ class MetricsFlusher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        if self._outage is not None and self._outage.fatal is not None:
+            return  # the database can never take them: already said why, once
         try:
             self.flush_once()
         except Exception as exc:  # the process is stopping: say what was lost
-            log.warning("could not write the last metrics: %s", exc)
+            log.warning("could not write the last metrics: %s", short_error(exc))
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             try:
                 self.flush_once()
             except Exception as exc:  # kept in memory, written at the next flush
-                log.warning("could not write metrics, will retry: %s", exc)
+                if self._outage is not None:
+                    self._outage.failed(exc, "metrics")
+                else:
+                    log.warning("could not write metrics, will retry: %s", short_error(exc))
 
     def flush_once(self) -> int:
         """Write what was observed since the last flush, and fold in what other

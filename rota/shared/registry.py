@@ -30,6 +30,7 @@ from sqlalchemy import Connection
 
 from rota.shared.database import short_error
 from rota.shared.events import emit
+from rota.shared.outage import Outage
 from rota.shared.queries.workers import (
     WorkerInfo,
     deregister_worker,
@@ -61,7 +62,9 @@ class Registration:
         interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
         pools: Sequence[str] | None = None,
         concurrency: int | None = None,
+        outage: Outage | None = None,
     ) -> None:
+        self._outage = outage  # the database's faults, logged once for the whole process
         if not interval_seconds > 0:
             raise ValueError("the registry interval must be positive")
         self.info = WorkerInfo(
@@ -138,11 +141,18 @@ class Registration:
             with connect() as conn:
                 write(conn)
         except Exception as exc:  # the registry is for people: never stop real work
+            if self._outage is not None:
+                self._outage.failed(exc, "registry")  # once per outage, or why it is unusable
+                self._failing = True
+                return
             if not self._failing:
                 self._failing = True
                 emit(log, "worker_registry_unreachable", logging.WARNING,
                      worker_id=self.info.worker_id, error=short_error(exc))
             return
+        if self._outage is not None:
+            self._outage.ok()
         if self._failing:
             self._failing = False
-            emit(log, "worker_registry_restored", worker_id=self.info.worker_id)
+            if self._outage is None:
+                emit(log, "worker_registry_restored", worker_id=self.info.worker_id)

@@ -39,6 +39,7 @@ from rota.migrations.runner import upgrade
 from rota.scheduler.apply import apply_file
 from rota.scheduler.service import SchedulerService
 from rota.shared.events import emit
+from rota.shared.outage import DatabaseUnusable
 from rota.shared.queries.job_types import load_job_types
 
 DEFAULT_CONFIG = "schedules.yaml"
@@ -105,9 +106,7 @@ def _pools(engine: Engine, args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.concurrency < 1:
-        raise UserError(f"--concurrency must be at least 1, got {args.concurrency}")
-    path = _config_path(args)
+    path = _config_path(args)  # the numbers were checked as parsed (rota.cli.bounds)
     configure_logging(args)
     stop = threading.Event()
     install_stop_handlers(stop)
@@ -134,8 +133,17 @@ def run(args: argparse.Namespace) -> int:
             config=path,
             pools=",".join(pools),
         )
+        fatal: list[DatabaseUnusable] = []
+
+        def run_scheduler() -> None:
+            try:
+                scheduler.run(stop)
+            except DatabaseUnusable as exc:  # logged once; the executor stops too
+                fatal.append(exc)
+                stop.set()
+
         scheduler_thread = threading.Thread(
-            target=scheduler.run, args=(stop,), name="rota-scheduler", daemon=True
+            target=run_scheduler, name="rota-scheduler", daemon=True
         )
         scheduler_thread.start()
         server = None
@@ -149,4 +157,6 @@ def run(args: argparse.Namespace) -> int:
             if server is not None:
                 server.stop()
         emit(log, "run_stopped")
+    if fatal:
+        raise fatal[0]
     return EXIT_OK

@@ -1,0 +1,79 @@
+"""A PostgreSQL cluster of a test's own (initdb + pg_ctl on a free port), to stop and restart.
+
+Never the shared server: tests that stop a server stop this one. As root, the
+server runs as the ``postgres`` user (initdb refuses root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+PG_BIN = Path(os.environ.get("ROTA_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Cluster:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.data = base / "data"
+        self.port = _free_port()
+        self.user = "postgres" if os.geteuid() == 0 else None
+
+    def _run(self, *argv: str) -> None:
+        subprocess.run(
+            [str(PG_BIN / argv[0]), *argv[1:]],
+            check=True,
+            capture_output=True,
+            user=self.user,
+            timeout=120,
+            cwd=self.base,
+        )
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+        self._run(
+            "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "rota"
+        )
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
+                  str(self.base / "server.log"), "-w", "start")
+
+    def stop(self, mode: str = "immediate") -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/rota"
+
+
+@contextmanager
+def own_cluster() -> Iterator[Cluster]:
+    base = Path(tempfile.mkdtemp(prefix="rota-pg-"))
+    cluster = Cluster(base)
+    if cluster.user is not None:
+        entry = pwd.getpwnam(cluster.user)
+        os.chown(base, entry.pw_uid, entry.pw_gid)
+    try:
+        cluster.init()
+        yield cluster
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
+            cluster.stop("immediate")
+        shutil.rmtree(base, ignore_errors=True)

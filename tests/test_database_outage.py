@@ -1,0 +1,164 @@
+"""Database faults: a permanent one ends the process with one clear line, a transient one
+is ridden out with one line per outage.
+
+* an executor and a scheduler on a SQLite file that refuses writes (chmod 0444, opened
+  ``mode=ro`` so that it refuses root too) exit 1 with one ``database_unusable`` line,
+  without SQL text, instead of logging every statement every tick;
+* an executor whose PostgreSQL server (a cluster of the test's own) is stopped hard and
+  started again logs the outage once, without SQL text, and claims again afterwards;
+* the classification itself, on real errors from both backends.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
+
+from rota.shared.outage import Fault, classify
+from tests.executor_support import REPO_ROOT, wait_for
+from tests.pg_cluster import own_cluster
+
+FILE = """\
+job_types:
+  ping:
+    command: ["{python}", "-c", "pass"]
+schedules:
+  every-second:
+    job_type: ping
+    every: 1s
+"""
+
+GUARD_SECONDS = 90.0  # a hang guard, from the moment the process runs
+
+
+def rota_cli(*argv: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rota.cli.main", *argv, "--db", url],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=GUARD_SECONDS,
+    )
+
+
+def read_only_sqlite(tmp_path: Path) -> str:
+    """A migrated database with a schedule due and a job queued, then made read-only."""
+    path = tmp_path / "rota.db"
+    url = f"sqlite:///{path}"
+    schedule = tmp_path / "s.yaml"
+    schedule.write_text(FILE.format(python=sys.executable))
+    assert rota_cli("migrate", url=url, cwd=tmp_path).returncode == 0
+    assert rota_cli("apply", str(schedule), url=url, cwd=tmp_path).returncode == 0
+    assert rota_cli("enqueue", "ping", url=url, cwd=tmp_path).returncode == 0
+    for p in tmp_path.glob("rota.db*"):
+        p.chmod(0o444)
+    # As root, 0444 is no obstacle: opening the file read-only (an SQLite URI) is.
+    return f"sqlite:///file:{path}?mode=ro&uri=true"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["executor", "scheduler"])
+def test_read_only_sqlite_exits_1_with_one_clear_line(tmp_path: Path, command: str) -> None:
+    url = read_only_sqlite(tmp_path)
+    proc = rota_cli(command, "--log-level", "INFO", url=url, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    unusable = [ln for ln in out.splitlines() if "event=database_unusable" in ln]
+    assert len(unusable) == 1, out
+    assert "read-only" in unusable[0]
+    assert "SQL" not in out and "Traceback" not in out
+    problems = [ln for ln in out.splitlines() if " WARNING " in ln or " ERROR " in ln]
+    assert problems == unusable, out  # nothing else complains, nothing repeats
+
+
+@pytest.mark.slow
+def test_executor_rides_out_a_postgresql_restart(tmp_path: Path) -> None:
+    with own_cluster() as cluster:
+        url = cluster.url.replace("postgres@", "postgres:S3cretPassw0rd@")  # trust: ignored
+        schedule = tmp_path / "s.yaml"
+        schedule.write_text(FILE.format(python=sys.executable).split("schedules:")[0])
+        assert rota_cli("migrate", url=url, cwd=tmp_path).returncode == 0
+        assert rota_cli("apply", str(schedule), url=url, cwd=tmp_path).returncode == 0
+        log_path = tmp_path / "executor.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "rota.cli.main", "executor", "--db", url,
+                 "--poll-interval", "0.2"],
+                cwd=tmp_path,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        engine = create_engine(cluster.url)
+        try:
+            wait_for(lambda: "event=executor_started" in log_path.read_text(), 30, "start")
+
+            def enqueue_and_wait(label: str) -> None:
+                done = rota_cli("enqueue", "ping", url=url, cwd=tmp_path)
+                assert done.returncode == 0, done.stderr
+                job_id = done.stdout.strip()
+
+                def succeeded() -> bool:
+                    with engine.connect() as conn:
+                        state = conn.execute(
+                            text("SELECT state FROM jobs WHERE job_id = :j"), {"j": job_id}
+                        ).scalar_one()
+                    return bool(state == "SUCCEEDED")
+
+                wait_for(succeeded, 60, label)
+
+            enqueue_and_wait("a job before the outage")
+            engine.dispose()
+            cluster.stop("immediate")
+            wait_for(
+                lambda: "event=database_unavailable" in log_path.read_text(),
+                60,
+                "the executor to notice the outage",
+            )
+            time.sleep(3)  # an outage of some seconds: the loops keep failing meanwhile
+            cluster.start()
+            enqueue_and_wait("a job after the restart")
+            wait_for(lambda: "event=database_recovered" in log_path.read_text(), 30, "recovery")
+            assert proc.poll() is None
+        finally:
+            engine.dispose()
+            proc.terminate()
+            proc.wait(30)
+        out = log_path.read_text()
+        assert out.count("event=database_unavailable") == 1, out
+        assert out.count("event=database_recovered") == 1, out
+        assert "SQL" not in out and "Traceback" not in out and "S3cretPassw0rd" not in out
+        problems = [ln for ln in out.splitlines() if " WARNING " in ln or " ERROR " in ln]
+        assert len(problems) <= 2, out  # the outage line (and the registry's): no repeats
+
+
+def test_classify_real_errors(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (a int)"))
+    engine.dispose()
+    ro = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
+    with pytest.raises(DBAPIError) as refused, ro.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1)"))
+    assert classify(refused.value) is Fault.PERMANENT
+    with pytest.raises(DBAPIError) as missing, ro.connect() as conn:
+        conn.execute(text("SELECT * FROM jobs"))
+    assert classify(missing.value) is Fault.PERMANENT
+    ro.dispose()
+    down = create_engine("postgresql+psycopg://postgres@127.0.0.1:1/x")
+    with pytest.raises(DBAPIError) as refused_conn, down.connect():
+        pass
+    assert classify(refused_conn.value) is Fault.TRANSIENT
+    nodb = create_engine("postgresql+psycopg://postgres@127.0.0.1:5432/rota_no_such_db_x")
+    with pytest.raises(DBAPIError) as no_db, nodb.connect():
+        pass
+    assert classify(no_db.value) is Fault.PERMANENT
