@@ -78,17 +78,19 @@ class ImportCheck:
                 before = self._failing.pop(spec.name, None)
                 if problems:
                     self._failing[spec.name] = problems
-                    if problems != before:
+                    if problems != before:  # one line per type (and per change of it)
+                        fields: dict[str, object] = {}
                         for field, why in problems.items():
-                            emit(
-                                log,
-                                "handler_unavailable",
-                                logging.WARNING,
-                                job_type=spec.name,
-                                field=field,
-                                path=spec.handler if field == "handler" else spec.reconcile,
-                                error=why,
-                            )
+                            fields[field] = spec.handler if field == "handler" else spec.reconcile
+                            fields["error" if field == "handler" else f"{field}_error"] = why
+                        emit(
+                            log,
+                            "handler_unavailable",
+                            logging.WARNING,
+                            job_type=spec.name,
+                            pool=spec.pool,
+                            **fields,
+                        )
                 elif before is not None:
                     emit(log, "handler_available", job_type=spec.name)
             return frozenset(self._failing)
