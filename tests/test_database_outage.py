@@ -12,6 +12,7 @@ is ridden out with one line per outage.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from rota.shared.outage import Fault, classify
+from rota.shared.outage import Fault, classify, is_database_error
 from tests.executor_support import REPO_ROOT, wait_for
 from tests.pg_cluster import own_cluster
 
@@ -36,6 +37,11 @@ schedules:
 """
 
 GUARD_SECONDS = 90.0  # a hang guard, from the moment the process runs
+SQL_TEXT = re.compile(r"\[SQL|INSERT INTO|UPDATE jobs|DELETE FROM|SELECT .* FROM")
+
+
+def assert_no_sql_or_traceback(out: str) -> None:
+    assert not SQL_TEXT.search(out) and "Traceback" not in out, out
 
 
 def rota_cli(*argv: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -74,9 +80,27 @@ def test_read_only_sqlite_exits_1_with_one_clear_line(tmp_path: Path, command: s
     unusable = [ln for ln in out.splitlines() if "event=database_unusable" in ln]
     assert len(unusable) == 1, out
     assert "read-only" in unusable[0]
-    assert "SQL" not in out and "Traceback" not in out
+    assert_no_sql_or_traceback(out)
     problems = [ln for ln in out.splitlines() if " WARNING " in ln or " ERROR " in ln]
     assert problems == unusable, out  # nothing else complains, nothing repeats
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["executor", "scheduler"])
+def test_postgresql_refusing_writes_exits_1_with_one_clear_line(
+    fresh_pg_url: str, tmp_path: Path, command: str
+) -> None:
+    engine = create_engine(fresh_pg_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        name = conn.exec_driver_sql("SELECT current_database()").scalar_one()
+        conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    engine.dispose()
+    proc = rota_cli(command, "--log-level", "INFO", url=fresh_pg_url, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    unusable = [ln for ln in out.splitlines() if "event=database_unusable" in ln]
+    assert len(unusable) == 1 and "refuses writes" in unusable[0], out
+    assert_no_sql_or_traceback(out)
 
 
 @pytest.mark.slow
@@ -135,7 +159,8 @@ def test_executor_rides_out_a_postgresql_restart(tmp_path: Path) -> None:
         out = log_path.read_text()
         assert out.count("event=database_unavailable") == 1, out
         assert out.count("event=database_recovered") == 1, out
-        assert "SQL" not in out and "Traceback" not in out and "S3cretPassw0rd" not in out
+        assert_no_sql_or_traceback(out)
+        assert "S3cretPassw0rd" not in out
         problems = [ln for ln in out.splitlines() if " WARNING " in ln or " ERROR " in ln]
         assert len(problems) <= 2, out  # the outage line (and the registry's): no repeats
 
@@ -154,6 +179,15 @@ def test_classify_real_errors(tmp_path: Path) -> None:
         conn.execute(text("SELECT * FROM jobs"))
     assert classify(missing.value) is Fault.PERMANENT
     ro.dispose()
+    locker = create_engine(f"sqlite:///{path}", connect_args={"timeout": 0})
+    with locker.connect() as holder, locker.connect() as waiter:
+        holder.exec_driver_sql("BEGIN IMMEDIATE")
+        with pytest.raises(DBAPIError) as locked:
+            waiter.exec_driver_sql("BEGIN IMMEDIATE")
+        holder.exec_driver_sql("ROLLBACK")
+    locker.dispose()
+    assert classify(locked.value) is Fault.TRANSIENT
+    assert is_database_error(locked.value) and not is_database_error(ValueError("a bug"))
     down = create_engine("postgresql+psycopg://postgres@127.0.0.1:1/x")
     with pytest.raises(DBAPIError) as refused_conn, down.connect():
         pass

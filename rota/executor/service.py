@@ -48,7 +48,7 @@ from rota.shared.events import emit
 from rota.shared.liveness import Liveness
 from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MetricsRecorder
 from rota.shared.metrics_flush import MetricsFlusher
-from rota.shared.outage import Outage
+from rota.shared.outage import Outage, describe, is_database_error
 from rota.shared.queries.jobs_claim import ClaimedJob
 from rota.shared.queries.jobs_lease import Swept, sweep_expired_leases
 from rota.shared.queries.jobs_notify import notify_claimable
@@ -496,6 +496,10 @@ class Executor:
         try:
             done = fn()
         except Exception as exc:  # an outage: logged once, retried with backoff
+            if not is_database_error(exc):  # a bug of ours: say so each time, go on
+                emit(log, "tick_failed", logging.WARNING, error=describe(exc))
+                self._wake.wait(min(self.poll_interval, 1.0))
+                return None
             delay = self._outage.failed(exc, "claim")
             self._outage.check()  # a database that can never work: stop
             self._wake.wait(delay)

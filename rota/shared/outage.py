@@ -74,6 +74,13 @@ _SQLITE_PERMANENT = {
 }
 
 
+def is_database_error(exc: BaseException) -> bool:
+    """Whether ``exc`` came from the database or its driver (else: a bug of ours)."""
+    if isinstance(exc, (DBAPIError, DatabaseError, sqlite3.Error)):
+        return True
+    return type(exc).__module__.split(".")[0] in ("psycopg", "sqlalchemy")
+
+
 def classify(exc: BaseException) -> Fault:
     """TRANSIENT (retry with backoff) or PERMANENT (stop, exit 1)."""
     return Fault.PERMANENT if permanent_reason(exc) is not None else Fault.TRANSIENT
