@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -23,7 +24,7 @@ from sqlalchemy import Engine
 
 from rota.cli.main import main
 from rota.executor.service import DEFAULT_DRAIN_TIMEOUT
-from rota.shared.config.model import Backoff
+from rota.shared.config.model import Backoff, Isolation
 from tests.executor_support import (
     add_jobs,
     attempt_rows,
@@ -81,7 +82,7 @@ def intervals(path: Path, exited: dict[str, float]) -> list[tuple[float, float]]
 
 
 def assert_disjoint(spans: list[tuple[float, float]]) -> None:
-    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, f"two runs of the job overlapped: {spans}"
 
 
@@ -211,7 +212,7 @@ def test_a_process_isolated_child_dies_with_its_sigkilled_executor(
     engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
 ) -> None:
     out = tmp_path / "runs.txt"
-    spec = job_type("iso", handler=f"{H}:pid_then_wait", isolation="process")
+    spec = job_type("iso", handler=f"{H}:pid_then_wait", isolation=Isolation.PROCESS)
     store_types(engine, spec)
     add_jobs(engine, spec, args={"file": str(out)})
     proc = executors.start("--poll-interval", "0.1")
@@ -229,7 +230,7 @@ def test_nothing_is_left_running_after_a_graceful_stop(
 ) -> None:
     """SIGTERM with a stuck process-isolated handler: the child is killed, the job released."""
     out = tmp_path / "runs.txt"
-    spec = job_type("iso", handler=f"{H}:pid_then_wait", isolation="process")
+    spec = job_type("iso", handler=f"{H}:pid_then_wait", isolation=Isolation.PROCESS)
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
     proc = executors.start("--drain-timeout", "0.1", "--poll-interval", "0.1")
