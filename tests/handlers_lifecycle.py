@@ -128,3 +128,16 @@ def logs_a_line(ctx: Any) -> None:
     import logging
 
     logging.getLogger("tests.child").warning("hello from %s", "the child")
+
+
+def eats_memory(ctx: Any) -> None:
+    """Allocate far more than the address space this process allows itself."""
+    import resource
+
+    _start(ctx)
+    with open("/proc/self/status") as f:
+        size_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+    limit = size_kb * 1024 + (256 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    hog = [bytearray(64 << 20) for _ in range(64)]  # 4 GiB
+    _append(ctx.args["file"], f"allocated {len(hog)}")

@@ -283,3 +283,38 @@ def test_shutdown_kills_the_child_then_releases_the_job(
     row = job_row(engine, job_id)
     assert row["state"] == "QUEUED" and row["attempt_count"] == 0
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["RELEASED"]
+
+
+def test_a_child_killed_from_outside_costs_one_attempt(
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path, pids: list[int]
+) -> None:
+    """SIGKILL from outside, as the kernel's OOM killer sends it."""
+    out = tmp_path / "out.txt"
+    spec = isolated("victim", "pid_then_wait", max_attempts=2)
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args={"file": str(out), "seconds": 3600})
+    start_executor()
+    wait_for(lambda: lines(out), timeout=20, what="the handler to start")
+    pid = int(lines(out)[0].split()[1])
+    pids.append(pid)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(state_is(engine, job_id, "RETRY_WAIT"), timeout=20, what="the outcome")
+    row = job_row(engine, job_id)
+    assert row["last_error_code"] == "CHILD_SIGKILL"
+    assert "OOM killer" in row["last_error_detail"]
+
+
+def test_a_memory_blowup_fails_the_attempt_in_the_child(
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.txt"
+    hog = isolated("hog", "eats_memory", max_attempts=2)
+    after = isolated("after", "pid_and_context")
+    store_types(engine, hog, after)
+    (job_id,) = add_jobs(engine, hog, args={"file": str(out)})
+    start_executor(concurrency=1, prefetch=0)
+    wait_for(state_is(engine, job_id, "RETRY_WAIT"), timeout=20, what="the outcome")
+    assert job_row(engine, job_id)["last_error_code"] == "MemoryError"
+    assert not any(line.startswith("allocated") for line in lines(out))
+    (next_id,) = add_jobs(engine, after, args={"file": str(tmp_path / "next.txt")})
+    wait_for(state_is(engine, next_id, "SUCCEEDED"), timeout=20, what="the next job")
