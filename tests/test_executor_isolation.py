@@ -318,3 +318,22 @@ def test_a_memory_blowup_fails_the_attempt_in_the_child(
     assert not any(line.startswith("allocated") for line in lines(out))
     (next_id,) = add_jobs(engine, after, args={"file": str(tmp_path / "next.txt")})
     wait_for(state_is(engine, next_id, "SUCCEEDED"), timeout=20, what="the next job")
+
+
+def test_the_reconcile_hook_runs_in_a_child_too(
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.txt"
+    spec = job_type(
+        "amb",
+        handler="tests.handlers_exec:ambiguous_first",
+        reconcile="tests.handlers_exec:reconcile_done",
+        isolation=Isolation.PROCESS,
+        backoff=Backoff(base=timedelta(milliseconds=10), max=timedelta(milliseconds=20)),
+    )
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
+    start_executor()
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), timeout=30, what="SUCCEEDED")
+    assert lines(out) == ["reconcile 2"]
+    assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["AMBIGUOUS", "RECONCILED"]
