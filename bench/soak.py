@@ -23,6 +23,7 @@ when any check fails, with its evidence.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import signal
@@ -39,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 import rota
@@ -351,8 +352,11 @@ class Soak:
             sig = self.rng.choice([signal.SIGKILL, signal.SIGTERM])
             code = victim.signal(sig)
             self.figures.kills[signal.Signals(sig).name] += 1
-            if sig == signal.SIGTERM and code is None:
-                self.figures.slow_stops.append(f"{victim.name} did not stop on SIGTERM")
+            if sig == signal.SIGTERM and code != 0:
+                self.figures.slow_stops.append(
+                    f"{victim.log_path.name}: SIGTERM during the chaos: "
+                    + ("did not stop within 30s" if code is None else f"exit {code}")
+                )
             time.sleep(self.rng.uniform(0.0, 1.0))
             victim.start()
             self.figures.restarts += 1
@@ -489,7 +493,7 @@ class Soak:
                 break
             time.sleep(0.5)
         codes = {p.name: p.signal(signal.SIGTERM) for p in self.fleet if p.kind == "executor"}
-        stops = Check("every process stops cleanly on SIGTERM at the end",
+        stops = Check("every process stops cleanly on SIGTERM (chaos and end)",
                       ", ".join(f"{k}={v}" for k, v in codes.items()))
         stops.violations = [f"{k}: exit {v}" for k, v in codes.items() if v != 0]
         stops.violations += self.figures.slow_stops
@@ -540,6 +544,7 @@ class Soak:
                     select(job_attempts.c.outcome, func.count()).group_by(job_attempts.c.outcome)
                 ).all()
             )
+            gaps = reclaim_gaps(conn)
         f = self.figures
         print("\n== chaos soak figures ==")
         print(f"seed {self.seed}; {seconds / 60:.1f} min in all; chaos {self.minutes:g} min"
@@ -552,8 +557,13 @@ class Soak:
         print(f"signals: {sum(f.kills.values())} ("
               + ", ".join(f"{k} {v}" for k, v in sorted(f.kills.items()))
               + f"); restarts {f.restarts} ({len(f.startup_refusals)} after a refused "
-              "start-up); cancels {f.cancels}; enqueue errors during "
+              f"start-up); cancels {f.cancels}; enqueue errors during "
               f"outages {f.enqueue_errors}")
+        if gaps:
+            gaps.sort()
+            print(f"leases expired (executor killed): {len(gaps)}; the job claimed again "
+                  f"{gaps[len(gaps) // 2]:.1f}s (median), {gaps[-1]:.1f}s (max) after the "
+                  "sweeper took it back")
         for i, o in enumerate(f.outages, 1):
             ran, made = o["executor_recovery_s"], o["scheduler_recovery_s"]
             print(f"outage {i} ({o['kind']}): down {o['down_s']:.1f}s; a new job ran "
@@ -573,6 +583,21 @@ class Soak:
         if self.engine is not None:
             self.engine.dispose()
         self.cluster.destroy()
+
+
+def reclaim_gaps(conn: Connection) -> list[float]:
+    """Seconds from a sweep (an attempt closed LEASE_EXPIRED) to the job's next claim."""
+    rows = conn.execute(
+        select(job_attempts.c.job_id, job_attempts.c.lease_generation,
+               job_attempts.c.started_at, job_attempts.c.ended_at, job_attempts.c.outcome)
+        .order_by(job_attempts.c.job_id, job_attempts.c.lease_generation)
+    ).all()
+    gaps = []
+    for older, newer in itertools.pairwise(rows):
+        if (older.job_id == newer.job_id and older.outcome == "LEASE_EXPIRED"
+                and older.ended_at is not None):
+            gaps.append((newer.started_at - older.ended_at).total_seconds())
+    return gaps
 
 
 def main(argv: list[str] | None = None) -> int:
