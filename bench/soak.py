@@ -454,9 +454,10 @@ class Soak:
         deadline = time.monotonic() + 45
         while True:  # probes until every executor has claimed something (or the deadline)
             with self.engine.begin() as conn:
-                rota.enqueue_many(
+                probes = rota.enqueue_many(
                     conn, [rota.JobRequest("soak.ok", args={"liveness": i}) for i in range(6)]
                 )
+            self.figures.enqueued.extend(e.job_id for e in probes)
             with self.engine.connect() as conn:
                 claimed = claims_since(conn, [p.proc.pid for p in executors if p.proc], calm)
             if all(claimed.get(p.proc.pid, 0) for p in executors if p.proc):
