@@ -25,8 +25,8 @@ SUPERUSER = "postgres"
 
 
 def find_bindir() -> Path:
-    """The directory holding initdb and pg_ctl."""
-    found = sorted(
+    """The directory holding initdb and pg_ctl (``ROTA_SOAK_PG=pgserver``: pgserver's)."""
+    found = [] if os.environ.get("ROTA_SOAK_PG") == "pgserver" else sorted(
         glob.glob("/usr/lib/postgresql/*/bin"),
         key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
     )
