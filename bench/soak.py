@@ -225,6 +225,7 @@ class Figures:
     startup_refusals: list[str] = field(default_factory=list)
     died: list[str] = field(default_factory=list)
     slow_stops: list[str] = field(default_factory=list)
+    early_terms: int = 0  # SIGTERMs that came before the process had started
     outages: list[dict[str, Any]] = field(default_factory=list)
     enqueued: list[uuid.UUID] = field(default_factory=list)
     enqueue_errors: int = 0
@@ -350,9 +351,14 @@ class Soak:
             self.supervise()
             victim = self.rng.choice(self.fleet)
             sig = self.rng.choice([signal.SIGKILL, signal.SIGTERM])
+            # Before its *_started event a process has no signal handlers yet: a
+            # SIGTERM then ends it like any Python program (-15), which is fair.
+            handling = victim.started()
             code = victim.signal(sig)
             self.figures.kills[signal.Signals(sig).name] += 1
-            if sig == signal.SIGTERM and code != 0:
+            if sig == signal.SIGTERM and not handling:
+                self.figures.early_terms += 1
+            elif sig == signal.SIGTERM and code != 0:
                 self.figures.slow_stops.append(
                     f"{victim.log_path.name}: SIGTERM during the chaos: "
                     + ("did not stop within 30s" if code is None else f"exit {code}")
@@ -557,9 +563,9 @@ class Soak:
                                                                     key=lambda kv: str(kv[0]))))
         print(f"signals: {sum(f.kills.values())} ("
               + ", ".join(f"{k} {v}" for k, v in sorted(f.kills.items()))
-              + f"); restarts {f.restarts} ({len(f.startup_refusals)} after a refused "
-              f"start-up); cancels {f.cancels}; enqueue errors during "
-              f"outages {f.enqueue_errors}")
+              + f"; {f.early_terms} SIGTERM before start-up); restarts {f.restarts} "
+              f"({len(f.startup_refusals)} after a refused start-up); cancels {f.cancels}; "
+              f"enqueue errors during outages {f.enqueue_errors}")
         if gaps:
             gaps.sort()
             print(f"leases expired (executor killed): {len(gaps)}; the job claimed again "
