@@ -68,8 +68,9 @@ from rota.shared.states import LEASED, TERMINAL, JobState
 
 ROOT = Path(__file__).resolve().parent.parent
 RECOVERY_LIMIT = 60.0  # seconds after the server is back for work to resume
+LEASE_SECONDS = 10.0  # every soak job type's lease (the schedule file below)
 
-SCHEDULE_FILE = """\
+SCHEDULE_FILE_TEMPLATE = """\
 # The chaos soak's schedules (bench/soak.py): per-second rules in several zones.
 # catch_up with a grace and window longer than any outage: every instant is owed a job.
 defaults:
@@ -79,38 +80,38 @@ defaults:
 job_types:
   soak.ok:
     handler: bench.soak_handlers:ok
-    lease: 10s
+    lease: {lease}s
   soak.flaky:
     handler: bench.soak_handlers:flaky
-    lease: 10s
+    lease: {lease}s
     max_attempts: 3
     backoff: {base: 1s, max: 2s}
   soak.broken:
     handler: bench.soak_handlers:broken
-    lease: 10s
+    lease: {lease}s
     max_attempts: 2
     backoff: {base: 1s, max: 2s}
   soak.permanent:
     handler: bench.soak_handlers:permanent
-    lease: 10s
+    lease: {lease}s
   soak.hang:
     handler: bench.soak_handlers:hang
     timeout: 1s
-    lease: 10s
+    lease: {lease}s
     max_attempts: 2
     backoff: {base: 1s, max: 2s}
   soak.long:
     handler: bench.soak_handlers:long
-    lease: 10s
+    lease: {lease}s
     max_attempts: 3
     backoff: {base: 1s, max: 2s}
   soak.cmd:
     command: ["sh", "-c", "sleep 0.2; echo soak"]
-    lease: 10s
+    lease: {lease}s
     timeout: 20s
   soak.cmd_fail:
     command: ["sh", "-c", "echo failing >&2; exit 3"]
-    lease: 10s
+    lease: {lease}s
     max_attempts: 2
     backoff: {base: 1s, max: 2s}
 schedules:
@@ -140,6 +141,8 @@ schedules:
     job_type: soak.cmd_fail
     every: 4s
 """
+
+SCHEDULE_FILE = SCHEDULE_FILE_TEMPLATE.replace("{lease}", f"{LEASE_SECONDS:g}")
 
 AD_HOC = ["soak.ok", "soak.ok", "soak.flaky", "soak.permanent", "soak.long", "soak.cmd"]
 
@@ -345,7 +348,10 @@ class Soak:
             if outages_at and elapsed >= outages_at[0]:
                 outages_at.pop(0)
                 last = not outages_at
-                self.outage(failover=self.failover and last)
+                # The second outage outlasts the leases: handlers still run when the
+                # server returns and the sweeper takes their jobs back (stale holders).
+                down = LEASE_SECONDS + 2.0 if last else self.rng.uniform(2.0, 4.0)
+                self.outage(down, failover=self.failover and last)
                 continue
             time.sleep(self.rng.uniform(1.5, 4.0))
             self.supervise()
@@ -380,7 +386,7 @@ class Soak:
             p.start()
             self.figures.restarts += 1
 
-    def outage(self, *, failover: bool) -> None:
+    def outage(self, down: float, *, failover: bool) -> None:
         assert self.engine is not None
         record: dict[str, Any] = {"kind": "failover" if failover else "restart"}
         if failover:
@@ -388,7 +394,6 @@ class Soak:
         began = time.monotonic()
         node = self.cluster.current
         node.stop_immediate()
-        down = self.rng.uniform(2.0, 4.0)
         if failover:
             assert self.cluster.standby is not None
             time.sleep(down)
@@ -568,7 +573,7 @@ class Soak:
               f"enqueue errors during outages {f.enqueue_errors}")
         if gaps:
             gaps.sort()
-            print(f"leases expired (executor killed): {len(gaps)}; the job claimed again "
+            print(f"leases expired (killed executor or outage): {len(gaps)}; the job claimed again "
                   f"{gaps[len(gaps) // 2]:.1f}s (median), {gaps[-1]:.1f}s (max) after the "
                   "sweeper took it back")
         for i, o in enumerate(f.outages, 1):
