@@ -70,6 +70,7 @@ def test_the_short_soak_passes_every_check() -> None:
         check=False,
     )
     out = done.stdout + done.stderr
+    print(out)  # the figures: shown by pytest -rP (or -s)
     assert done.returncode == 0, out
     for name in CHECKS:
         assert f"[ok  ] {name}:" in out, f"{name!r} not passed:\n{out}"
@@ -78,6 +79,7 @@ def test_the_short_soak_passes_every_check() -> None:
     signals = re.search(r"signals: (\d+) ", out)
     assert signals is not None and int(signals.group(1)) >= 5, out
     assert len(re.findall(r"^outage \d \(restart\): down", out, re.M)) == 2, out
+    assert re.search(r"^attempts: \d+; .*LEASE_EXPIRED", out, re.M), out  # the sweeper worked
     # the window held occurrences, and jobs ran: nothing checked was empty
     window = re.search(r"every occurrence exactly one job: (\d+) occurrences", out)
     assert window is not None and int(window.group(1)) > 100, out
