@@ -244,8 +244,15 @@ class Load(threading.Thread):
         super().__init__(name="soak-load", daemon=True)
         self.engine, self.figures, self.rng = engine, figures, rng
         self.halt = threading.Event()
+        self.crash: str | None = None  # an unexpected error that ended the load early
 
     def run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # reported as a failed check, not lost in a thread
+            self.crash = f"{type(exc).__name__}: {exc}"[:500]
+
+    def _loop(self) -> None:
         n = 0
         while not self.halt.wait(0.4):
             n += 1
@@ -374,6 +381,13 @@ class Soak:
             self.figures.restarts += 1
         load.halt.set()
         load.join(timeout=30)
+        ran = Check("the ad-hoc load and cancels ran to the end",
+                    f"{len(self.figures.enqueued)} enqueued, {self.figures.cancels} cancelled")
+        if load.crash is not None:
+            ran.violations.append(f"the load thread stopped early: {load.crash}")
+        if not self.figures.enqueued or not self.figures.cancels:
+            ran.violations.append("nothing enqueued or nothing cancelled (vacuous)")
+        self.checks.append(ran)
 
     def supervise(self) -> None:
         """Restart every process that exited on its own, and say why it exited."""

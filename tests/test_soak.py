@@ -44,6 +44,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 S = timedelta(seconds=1)
 
 CHECKS = [
+    "the ad-hoc load and cancels ran to the end",
     "no process wedged",
     "every process answers /healthz 200",
     "every process stops cleanly on SIGTERM (chaos and end)",
