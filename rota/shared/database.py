@@ -136,7 +136,7 @@ def _libpq_hosts(url: URL) -> URL:
     ``?host=a:1&host=b:2`` or ``?host=a:1,b:2`` become ``?host=a,b&port=1,2``;
     a URL with no ``host`` parameter is returned as it is.
     """
-    if "host" not in url.query:
+    if "host" not in url.query or url.get_backend_name() != "postgresql":
         return url
     if url.host is not None:
         raise BadDatabaseSetting(
