@@ -517,7 +517,7 @@ def test_schedule_problem(body: str, expected: str) -> None:
             "{handler: 'm:f', tries: 3}",
             "f.yaml:2: job type 'w': unknown key 'tries' (expected one of: handler, command,"
             " pool, timeout, lease, max_attempts, backoff, idempotent, reconcile, priority,"
-            " max_queued, max_queue_age, shed_below_priority, retain)",
+            " max_queued, max_queue_age, shed_below_priority, retain, isolation)",
         ),
     ],
 )

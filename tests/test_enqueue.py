@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -89,6 +90,57 @@ def test_enqueue_many_creates_all_in_order_and_dedups(with_job_type: Engine) -> 
     assert rows[got[2].job_id].priority == 7
     assert rows[got[4].job_id].max_attempts == 9
     assert rows[got[0].job_id].max_attempts == 3  # the job type's
+
+
+@pytest.mark.parametrize("shape", ["all-equal", "all-different", "mixed"])
+def test_enqueue_many_stores_every_column_of_every_row(with_job_type: Engine, shape: str) -> None:
+    """Columns whose value the whole batch shares travel once (PostgreSQL); each row's
+    own value must still land in its own row, whatever mix of shared and own."""
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    n = 5
+
+    def value(i: int, options: list[object]) -> object:
+        if shape == "all-equal":
+            return options[0]
+        if shape == "all-different":
+            return options[i % len(options)]
+        return options[0] if i % 2 else options[i % len(options)]
+
+    tenants: list[object] = ["acme", "globex", None, "initech", "umbrella"]
+    priorities: list[object] = [3, -2, 0, 9, 1]
+    afters: list[object] = [t0, None, t0 + timedelta(hours=1), t0 + timedelta(days=2), None]
+    requests = [
+        JobRequest(
+            "report",
+            args={"i": i},
+            payload_ref=cast(str | None, value(i, ["s3://a", None, "s3://c", "s3://d", "e"])),
+            tenant=cast(str | None, value(i, tenants)),
+            concurrency_key=cast(str | None, value(i, [None, "k1", "k2", "k3", "k4"])),
+            priority=cast(int | None, value(i, priorities)),
+            max_attempts=cast(int | None, value(i, [2, 4, 6, 8, None])),
+            run_after=cast(datetime | None, value(i, afters)),
+        )
+        for i in range(n)
+    ]
+    with with_job_type.begin() as conn:
+        got = enqueue_many(conn, requests)
+    assert all(g.created for g in got)
+    with with_job_type.connect() as conn:
+        rows = {r.job_id: r for r in conn.execute(select(jobs))}
+    assert len(rows) == n
+    for request, g in zip(requests, got, strict=True):
+        row = rows[g.job_id]
+        assert row.args == request.args
+        assert row.payload_ref == request.payload_ref
+        assert row.tenant == request.tenant
+        assert row.concurrency_key == request.concurrency_key
+        assert row.priority == (0 if request.priority is None else request.priority)
+        assert row.max_attempts == (3 if request.max_attempts is None else request.max_attempts)
+        assert row.pool == "default"
+        if request.run_after is not None:
+            assert row.run_after == request.run_after
+        else:
+            assert row.run_after < t0  # now, by the database clock
 
 
 def test_enqueue_many_with_a_session(with_job_type: Engine) -> None:

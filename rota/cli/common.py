@@ -168,10 +168,15 @@ def _refuse_missing_sqlite_file(url: str) -> None:
         raise RuntimeFailure(f"no database at {path}: run `rota migrate` first")
 
 
-def install_stop_handlers(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT set ``stop``: long-running commands finish cleanly."""
+def install_stop_handlers(stop: threading.Event, hurry: threading.Event | None = None) -> None:
+    """SIGTERM and SIGINT set ``stop``: long-running commands finish cleanly.
+
+    A second SIGTERM or SIGINT sets ``hurry``: the executor ends its drain at once.
+    """
 
     def _stop(_signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set() and hurry is not None:
+            hurry.set()
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)

@@ -70,13 +70,18 @@ Failure handling:
 * An attempt that overruns its job type's ``timeout`` stops being renewed and is
   written off as ambiguous (TIMEOUT); a Python thread cannot be killed, so its
   ``ctx.checkpoint()`` raises ``JobTimedOut`` and its result is ignored; a
-  ``command:`` handler's process group is killed.
+  ``command:`` handler's or an ``isolation: process`` handler's process group
+  is killed (``isolation``). Every child dies with the executor
+  (``processes``: PR_SET_PDEATHSIG).
 * Cancellation is cooperative: ``rota cancel`` sets CANCEL_REQUESTED, the
   heartbeat brings it to the worker, ``ctx.checkpoint()`` raises
   ``JobCancelled``, and the worker acknowledges with a fenced write.
 * Graceful shutdown (SIGTERM/SIGINT): stop claiming, let running handlers
-  finish for the drain timeout, then release the rest (fenced): QUEUED again,
-  the attempt refunded, the attempt row RELEASED, ``ctx.checkpoint()`` raises.
+  finish for the drain timeout (a second signal ends it), interrupt the rest
+  (``ctx.checkpoint()`` raises, children are killed), and release each job
+  (fenced: QUEUED again, the attempt refunded, the attempt row RELEASED) only
+  once its handler has returned; a handler still running after a short grace
+  keeps its lease, and the sweeper takes the job back after the process exits.
 
 Wake-up: an idle executor claims within milliseconds of a new job: on
 PostgreSQL it LISTENs on ``rota_jobs`` (an insert trigger, releases, sweeps and

@@ -9,6 +9,7 @@ Its stdout and stderr are logged line by line (event ``command_output``, with
 the stream's name), each line tagged with the job's fields, never mixed raw
 into the executor's own output; a line longer than ``LINE_MAX_BYTES`` is
 logged in pieces, bytes that are not UTF-8 are replaced.
+It dies with the executor (``processes.die_with_parent``).
 A cancellation request sends SIGTERM to the group (SIGKILL after a grace
 period) and is then acknowledged; a lost lease, a timeout or a release at
 shutdown kills the whole group at once.
@@ -31,7 +32,7 @@ from typing import IO
 from rota.executor.context import JobContext
 from rota.executor.errors import JobCancelled, RetryableError
 from rota.executor.lease import HeldJob
-from rota.executor.processes import kill_process_group
+from rota.executor.processes import die_with_parent, kill_process_group
 from rota.shared.events import emit
 
 CANCEL_GRACE_SECONDS = 5.0
@@ -114,6 +115,7 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=die_with_parent(),  # only prctl(2) between fork and exec: processes.py
     )
     assert proc.stdout is not None and proc.stderr is not None
     stdout = _OutputLines(proc.stdout, "stdout")

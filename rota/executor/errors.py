@@ -6,6 +6,10 @@ from __future__ import annotations
 class HandlerError(Exception):
     """Base of the errors a handler raises on purpose; ``code`` goes on the job row."""
 
+    # Set on an error raised in a child process (``isolation: process``): its
+    # traceback as formatted there, stored as the detail instead of ours.
+    remote_traceback: str | None = None
+
     def __init__(self, code: str, message: str | None = None) -> None:
         super().__init__(message or code)
         self.code = code

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from rota.executor.lease import HeldJob
+from rota.executor.lease import HeldJob, StopReason
 from rota.executor.transactions import LoopConnection, refused_for_its_values
 from rota.shared.database import short_error
 from rota.shared.outage import Outage
@@ -114,7 +114,9 @@ class Heartbeat:
         live: list[HeldJob] = []
         any_due = force
         for held in list(self._held()):
-            if held.stop is not None:
+            # A job released at shutdown keeps its lease renewed until its handler has
+            # stopped and the release is written (or withheld, when it does not stop).
+            if held.stop is not None and (held.stop is not StopReason.RELEASED or held.settled):
                 continue
             spec = held.spec
             if (

@@ -110,7 +110,8 @@ def describe(exc: BaseException) -> tuple[str, str]:
     if not code:
         code = storable_text(type(exc).__name__, ERROR_CODE_MAX)
     try:
-        detail = "".join(traceback.format_exception(exc)).strip()
+        remote = exc.remote_traceback if isinstance(exc, HandlerError) else None
+        detail = remote or "".join(traceback.format_exception(exc)).strip()
     except BaseException as why:  # a MemoryError, or an exception hostile to formatting
         detail = f"{code}: its traceback could not be formatted ({type(why).__name__})"
     return code, storable_text(detail, ERROR_DETAIL_MAX, keep="middle")

@@ -1,11 +1,59 @@
-"""Child processes of the executor: stopping a handler's whole process group."""
+"""Child processes of the executor: their process groups, and dying with the executor.
+
+Every child (a ``command:`` handler, an ``isolation: process`` handler) leads a
+process group of its own, so that stopping it stops what it started too. It
+also dies with the executor: if the executor is SIGKILLed, the kernel sends its
+children SIGKILL (Linux ``PR_SET_PDEATHSIG``, set in the child between fork and
+exec), so the sweeper never hands their job to another executor while the old
+run goes on. The signal follows the *thread* that started the child: children
+are started by worker slot threads, which live as long as the executor.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
+from collections.abc import Callable
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # no libc symbol: children then outlive a killed executor
+        return None
+    return prctl
+
+
+_prctl = _load_prctl()  # resolved once, here, never in a freshly forked child
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child die with this process (None where unsupported).
+
+    It runs in the child after fork, before exec: it only calls prctl(2) and
+    getppid(2), takes no lock and allocates nothing of note. If this process
+    died before prctl took effect, the child has been re-parented already and
+    kills itself.
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
 
 
 def kill_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:

@@ -28,7 +28,9 @@ from rota.executor.errors import (
     RetryableError,
 )
 from rota.executor.handlers import HandlerRegistry
+from rota.executor.isolation import run_isolated
 from rota.executor.lease import HeldJob
+from rota.shared.config.model import Isolation
 from rota.shared.logcontext import job_log_context
 from rota.shared.queries.jobs_outcome import Finish
 
@@ -65,7 +67,10 @@ def _run(
         if c.needs_reconcile:
             if spec.reconcile is not None:
                 in_hook = True
-                done = _call(registry.resolve(spec.reconcile), ctx, held, aio) is True
+                if spec.isolation is Isolation.PROCESS:
+                    done = run_isolated(spec.reconcile, "reconcile", ctx, held) is True
+                else:
+                    done = _call(registry.resolve(spec.reconcile), ctx, held, aio) is True
                 in_hook = False
                 if done:
                     return outcomes.succeeded(c, reconciled=True)
@@ -74,6 +79,9 @@ def _run(
             # idempotent without a hook: repeating the work is safe, run it
         if spec.command is not None:
             run_command(spec.command, ctx, held)
+        elif spec.isolation is Isolation.PROCESS:
+            assert spec.handler is not None, "a job type has a handler or a command"
+            result_ref = outcomes.result_ref_of(run_isolated(spec.handler, "handler", ctx, held))
         else:
             assert spec.handler is not None, "a job type has a handler or a command"
             returned = _call(registry.resolve(spec.handler), ctx, held, aio)

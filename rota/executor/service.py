@@ -74,8 +74,12 @@ PREFETCH_WAIT_SECONDS = 0.5
 _RUN_TIME_WEIGHT = 0.1  # of the newest job in the moving mean of run times
 DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_SWEEP_INTERVAL = 5.0
-DEFAULT_DRAIN_TIMEOUT = 30.0
+# Inside Kubernetes' default 30 s grace period (terminationGracePeriodSeconds),
+# with room for STOP_GRACE_SECONDS and the release writes before its SIGKILL.
+DEFAULT_DRAIN_TIMEOUT = 25.0
 MAX_CLAIM_BATCH = 200
+# After the drain: how long interrupted handlers get to stop before their jobs are
+# released. A handler still running then keeps its lease (see ``shutdown``).
 STOP_GRACE_SECONDS = 2.0
 # A busy executor waits this long for more slots to free before claiming a small
 # batch: fewer, larger claims under load, at most this much added latency.
@@ -135,6 +139,7 @@ class Executor:
         self._busy_cond = threading.Condition()
         self._slots: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
         self._slot_threads: list[threading.Thread] = []
+        self._running: set[HeldJob] = set()  # jobs a slot has taken up (under _busy_cond)
         self._wake = threading.Event()
         self._draining = False
         self._started = False
@@ -214,11 +219,13 @@ class Executor:
             concurrency=self.concurrency,
         )
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, hurry: threading.Event | None = None) -> None:
         """Claim and run jobs until ``stop`` is set, then drain and release (graceful).
 
-        Raises ``DatabaseUnusable`` (after shutting down) when the database can never
-        serve it: read-only, not migrated, refusing this user. One line said why.
+        ``hurry`` (a second SIGTERM/SIGINT) ends the drain at once; handlers are
+        still stopped before their jobs are released. Raises ``DatabaseUnusable``
+        (after shutting down) when the database can never serve it: read-only, not
+        migrated, refusing this user. One line said why.
         """
         # The loop waits at most a poll interval (or a second, when busy) per pass.
         self.liveness.watch("claim", max(self._registration.interval, self.poll_interval))
@@ -261,7 +268,7 @@ class Executor:
                     wait = 0.0
                 self._wake.wait(wait)
         finally:
-            self.shutdown()
+            self.shutdown(hurry=hurry)
 
     def _wait_for_slots(self, stop: threading.Event, until: float) -> None:
         """Wait until a good batch of slots is free (or a short linger passes with some)."""
@@ -281,25 +288,33 @@ class Executor:
                 else:
                     self._busy_cond.wait(max(0.0, until - time.monotonic()))
 
-    def shutdown(self, drain_timeout: float | None = None) -> None:
-        """Stop claiming, let handlers finish for ``drain_timeout``, release the rest."""
+    def shutdown(
+        self, drain_timeout: float | None = None, hurry: threading.Event | None = None
+    ) -> None:
+        """Stop claiming, let handlers finish for ``drain_timeout``, release the rest.
+
+        A job is never released while its handler may still run, or another
+        executor could run it at the same time: after the drain (cut short by
+        ``hurry``), the remaining handlers are interrupted (``ctx.checkpoint()``
+        raises JobReleased; commands and process-isolated handlers are killed),
+        their leases still renewed, and each job is released once its handler
+        has returned. A handler still running after ``STOP_GRACE_SECONDS`` (a
+        thread that never checks in) keeps its lease: nothing is written for it,
+        the process goes away, and the sweeper takes the job back once the lease
+        has expired.
+        """
         if not self._started or self._draining:
             return
         self._draining = True
         self.liveness.unwatch("claim")  # claiming has ended on purpose
         self._release_waiting()
         timeout = self.drain_timeout if drain_timeout is None else drain_timeout
-        self._wait_drained(timeout)
-        for held in self.held_jobs():
-            if held.settled:
-                continue
-            held.interrupt(StopReason.RELEASED)
-            if held.settle():
-                self._writer.submit(held, outcomes.released(held.claimed))
+        running = sum(1 for h in self.held_jobs() if not h.settled)
+        emit(log, "draining", worker_id=self.worker_id, running=running, drain_timeout=timeout)
+        if not self._wait_drained(timeout, hurry) and hurry is not None and hurry.is_set():
+            emit(log, "drain_cut_short", logging.WARNING, worker_id=self.worker_id)
+        self._release_after_stop(STOP_GRACE_SECONDS)
         self._writer.wait_idle(10.0)
-        # Released handlers stop at their next checkpoint; give them a moment to
-        # record partial effects before the process goes away.
-        self._wait_handlers(STOP_GRACE_SECONDS)
         self._heartbeat.stop()
         self.liveness.unwatch("heartbeat")
         self._registration.stop(self._claim_db.statement)
@@ -471,16 +486,46 @@ class Executor:
 
     # -- internals -------------------------------------------------------------
 
-    def _wait_drained(self, timeout: float) -> bool:
+    def _wait_drained(self, timeout: float, hurry: threading.Event | None = None) -> bool:
         """Wait until every held job has an outcome (a timed-out thread may still run)."""
         deadline = time.monotonic() + timeout
         with self._busy_cond:
             while any(not h.settled for h in self.held_jobs()):
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (hurry is not None and hurry.is_set()):
                     return False
                 self._busy_cond.wait(min(left, 0.05))
         return True
+
+    def _release_after_stop(self, grace: float) -> None:
+        """Interrupt every unfinished handler; release each job once its handler returned."""
+        for held in self.held_jobs():
+            if not held.settled:
+                held.interrupt(StopReason.RELEASED)  # the heartbeat still renews it
+        deadline = time.monotonic() + grace
+        with self._busy_cond:
+            while any(not h.settled for h in self._running):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._busy_cond.wait(left)
+            still_running = set(self._running)
+        for held in self.held_jobs():
+            if held.settled:
+                continue
+            if held in still_running:
+                held.settle()  # keeps its lease: nothing is written, the sweeper recovers it
+                c = held.claimed
+                emit(
+                    log,
+                    "release_withheld",
+                    logging.WARNING,
+                    job_id=c.job_id,
+                    generation=c.lease_generation,
+                    reason="the handler did not stop; the job is taken back after its lease",
+                )
+            elif held.settle():
+                self._writer.submit(held, outcomes.released(held.claimed))
 
     def _wait_handlers(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -511,8 +556,10 @@ class Executor:
             held = self._slots.get()
             if held is None:
                 return
+            with self._busy_cond:
+                self._running.add(held)  # before the check: shutdown relies on the order
             try:
-                if held.settled:  # lost, timed out or released while it waited
+                if held.settled or held.stop is not None:  # lost, timed out or released
                     continue
                 held.started_at = time.monotonic()
                 try:
@@ -531,6 +578,7 @@ class Executor:
                 log.exception("worker slot failed on job %s", held.claimed.job_id)
             finally:
                 with self._busy_cond:
+                    self._running.discard(held)
                     self._busy -= 1
                     self._busy_cond.notify_all()
 

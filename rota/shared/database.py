@@ -18,6 +18,15 @@ channels carry the schema in their names (``channel``). Without a schema the
 server's ``search_path`` applies, as before. SQLite has no schemas: a schema
 there is refused.
 
+Several hosts (PostgreSQL failover). libpq tries the hosts of a multi-host
+URL in order and, with ``target_session_attrs=read-write``, keeps the one that
+accepts writes. Three spellings are accepted: libpq's own
+(``?host=a,b&port=5432,5433``), SQLAlchemy's repeated parameter
+(``?host=a:5432&host=b:5433``) and the two mixed (``?host=a:5432,b:5433``).
+``parse_url`` rewrites every one into libpq's form, the only one that both
+SQLAlchemy's engine and the LISTEN connections (psycopg, from the rendered
+URL) understand; ``display_url`` shows the hosts as ``a:5432,b:5433``.
+
 Secrets. A database URL may carry a password: no message of this module
 repeats the URL as given. ``display_url`` renders it with the password
 masked, and ``scrub`` removes a password from any text about to be shown.
@@ -99,7 +108,78 @@ def parse_url(url: str) -> URL:
             "the database URL's host is not a host name or an address (an IPv6 address "
             f"goes in brackets, like [::1]): {example}"
         )
-    return parsed
+    return _libpq_hosts(parsed)
+
+
+def _query_list(value: str | tuple[str, ...] | None) -> list[str]:
+    """A query parameter given once, several times, or comma-separated: its items."""
+    if value is None:
+        return []
+    values = (value,) if isinstance(value, str) else value
+    return [item.strip() for v in values for item in str(v).split(",")]
+
+
+def _host_port(item: str) -> tuple[str, str]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` -> (host, port or "")."""
+    if item.startswith("["):
+        host, _, rest = item[1:].partition("]")
+        return host, rest[1:] if rest.startswith(":") else rest
+    if item.count(":") == 1:
+        host, _, port = item.partition(":")
+        return host, port
+    return item, ""  # a bare name, or an IPv6 address without brackets
+
+
+def _libpq_hosts(url: URL) -> URL:
+    """A URL whose ``host`` query parameter names several hosts, in libpq's form.
+
+    ``?host=a:1&host=b:2`` or ``?host=a:1,b:2`` become ``?host=a,b&port=1,2``;
+    a URL with no ``host`` parameter is returned as it is.
+    """
+    if "host" not in url.query or url.get_backend_name() != "postgresql":
+        return url
+    if url.host is not None:
+        raise BadDatabaseSetting(
+            "the database URL names its host twice (before the path and in ?host=): "
+            "name the hosts in one place"
+        )
+    items = _query_list(url.query.get("host"))
+    if not items or any(not item for item in items):
+        raise BadDatabaseSetting("the database URL's ?host= has an empty host name")
+    pairs = [_host_port(item) for item in items]
+    ports = _query_list(url.query.get("port"))
+    if ports and any(port for _, port in pairs):
+        raise BadDatabaseSetting(
+            "the database URL gives ports both as host:port and in ?port=: use one form"
+        )
+    if not ports:
+        ports = [port for _, port in pairs]
+        if not any(ports):
+            ports = []
+        elif not all(ports):
+            raise BadDatabaseSetting(
+                "the database URL's ?host= gives a port for some hosts only: give one "
+                "for each (host:port), or none"
+            )
+    if ports and len(ports) not in (1, len(pairs)):
+        raise BadDatabaseSetting(
+            f"the database URL names {len(pairs)} hosts and {len(ports)} ports: give one "
+            "port, or one per host"
+        )
+    for host, _ in pairs:
+        if not _HOST.match(host) or "," in host:
+            raise BadDatabaseSetting(
+                "the database URL's ?host= holds something that is not a host name or an "
+                "address (an IPv6 address with a port goes in brackets, like [::1]:5432)"
+            )
+    for port in ports:
+        if not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise BadDatabaseSetting("the database URL's ports must be numbers from 1 to 65535")
+    query = {k: v for k, v in url.query.items() if k not in ("host", "port")}
+    query["host"] = ",".join(host for host, _ in pairs)
+    if ports:
+        query["port"] = ",".join(ports)
+    return url.set(query=query)
 
 
 def display_url(url: str | URL) -> str:
@@ -113,7 +193,22 @@ def display_url(url: str | URL) -> str:
         rest = _OPTIONS_SEARCH_PATH.sub("", options).strip()
         query = {k: v for k, v in parsed.query.items() if k != "options"}
         parsed = parsed.set(query={**query, **({"options": rest} if rest else {})})
-    return parsed.render_as_string(hide_password=True)
+    rendered = parsed.render_as_string(hide_password=True)
+    if "host" in parsed.query:  # several hosts: a:5432,b:5433, not a%2Cb&port=5432%2C5433
+        hosts = _query_list(parsed.query.get("host"))
+        ports = _query_list(parsed.query.get("port"))
+        if len(ports) == 1:
+            ports = ports * len(hosts)
+        shown = ",".join(
+            (f"[{h}]" if ":" in h else h) + (f":{p}" if p else "")
+            for h, p in zip(hosts, ports or [""] * len(hosts), strict=True)
+        )
+        rest = parsed.set(
+            query={k: v for k, v in parsed.query.items() if k not in ("host", "port")}
+        ).render_as_string(hide_password=True)
+        base, sep, tail = rest.partition("?")
+        rendered = f"{base}?host={shown}" + (f"&{tail}" if sep else "")
+    return rendered
 
 
 def scrub(text: str, url: str | None) -> str:

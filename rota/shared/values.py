@@ -138,15 +138,51 @@ def check_args(value: object) -> dict[str, Any] | None:
     return plain
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+_FLAT_SCALARS = (str, int, float, bool, type(None))
+_BIG_INT = 10**300
+
+
 def args_json(value: object) -> str | None:
     """``args`` checked as ``check_args`` does, as the JSON text to store (no decoding)."""
     if value is None:
         return None
+    if type(value) is dict and len(value) <= 64:
+        encoded = _flat_args_json(value)
+        if encoded is not None:
+            return encoded
+    return _args_json_checked(value)
+
+
+def _flat_args_json(value: dict[Any, Any]) -> str | None:
+    """The common case, a small flat dict of plain scalars, checked in one pass.
+
+    None means "not that simple, or not clearly storable": the full check
+    (``_args_json_checked``) then decides, with its precise message.
+    """
+    for key, item in value.items():
+        if type(key) is not str or type(item) not in _FLAT_SCALARS:
+            return None
+        if type(item) is float and not math.isfinite(item):
+            return None
+        if type(item) is int and not -_BIG_INT < item < _BIG_INT:
+            return None
+    encoded = _ENCODER.encode(value)
+    # json escapes NUL as \u0000; ensure_ascii=False keeps lone surrogates, which
+    # then fail the UTF-8 check. Either sends the value to the full check.
+    if "\\u0000" in encoded or len(encoded) > ARGS_MAX_BYTES // 4:
+        return None
+    if not encoded.isascii() and not _is_utf8(encoded):
+        return None
+    return encoded
+
+
+def _args_json_checked(value: object) -> str | None:
     if not isinstance(value, Mapping):
         raise ValueError(f"args must be a JSON object (a mapping), got {type(value).__name__}")
     _check_json(value, 0)
     try:
-        encoded = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+        encoded = _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"args cannot be stored as JSON: {str(exc)[:200]}") from None
     if len(encoded.encode("utf-8", "surrogatepass")) > ARGS_MAX_BYTES:

@@ -2,12 +2,13 @@
 SELECT pg_advisory_xact_lock(:key);
 
 WITH picked AS (
-SELECT r.job_id FROM (
+SELECT r.job_id, r.lease_generation FROM (
     SELECT cand.*,
            row_number() OVER (PARTITION BY concurrency_key ORDER BY priority, run_after, created_at) AS key_rn,
            row_number() OVER (PARTITION BY tenant ORDER BY priority, run_after, created_at) AS tenant_rn
     FROM (
-SELECT c.job_id, c.priority, c.run_after, c.created_at, c.tenant, c.concurrency_key
+SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at, c.tenant,
+       c.concurrency_key
 FROM jobs c
 WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
   AND c.pool IN (:pool0)
@@ -43,7 +44,7 @@ claimed AS (
         updated_at = coalesce(CAST(:now AS timestamptz), now())
     FROM picked
     WHERE j.job_id = picked.job_id
-      AND j.state IN ('QUEUED', 'RETRY_WAIT')
+      AND j.lease_generation = picked.lease_generation
     RETURNING j.*
 ),
 opened AS (

@@ -14,7 +14,8 @@ SELECT r.job_id FROM (
            row_number() OVER (PARTITION BY concurrency_key ORDER BY priority, run_after, created_at) AS key_rn,
            row_number() OVER (PARTITION BY tenant ORDER BY priority, run_after, created_at) AS tenant_rn
     FROM (
-SELECT c.job_id, c.priority, c.run_after, c.created_at, c.tenant, c.concurrency_key
+SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at, c.tenant,
+       c.concurrency_key
 FROM jobs c
 WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
   AND c.pool IN (:pool0)

@@ -12,7 +12,7 @@ SELECT EXISTS (
             SELECT 1 FROM jobs k
             WHERE k.concurrency_key = w.concurrency_key AND k.state IN ('RUNNING', 'CANCEL_REQUESTED'))) AS waiting),
     picked AS (
-        SELECT c.job_id FROM jobs c
+        SELECT c.job_id, c.lease_generation FROM jobs c
         WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
           AND c.concurrency_key IS NULL
           AND c.pool IN (:pool0)
@@ -36,7 +36,7 @@ SELECT EXISTS (
             updated_at = coalesce(CAST(:now AS timestamptz), now())
         FROM picked
         WHERE j.job_id = picked.job_id
-          AND j.state IN ('QUEUED', 'RETRY_WAIT')
+          AND j.lease_generation = picked.lease_generation
         RETURNING j.*
     ),
     opened AS (

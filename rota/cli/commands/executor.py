@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Claim due jobs of the given pools and run their handlers. Any number of "
             "executors may run against one database. SIGTERM/SIGINT: stop claiming, let "
-            "running jobs finish for --drain-timeout, then hand the rest back to the queue."
+            "running jobs finish for --drain-timeout, then hand the rest back to the queue; a "
+            "second signal ends the drain at once."
         ),
     )
     add_db_option(p)
@@ -70,7 +71,9 @@ def register(subparsers: Any) -> None:
         type=bounds.DRAIN_TIMEOUT,
         default=DEFAULT_DRAIN_TIMEOUT,
         metavar="SECONDS",
-        help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
+        help="on shutdown, how long running jobs may finish before they are handed back "
+        f"(default {DEFAULT_DRAIN_TIMEOUT:g}, inside Kubernetes' 30 s grace period); a second "
+        "signal ends the drain at once",
     )
     p.add_argument(
         "--poll-interval",
@@ -102,8 +105,8 @@ def parse_pools(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     pools = parse_pools(args.pools)  # the numbers were checked as parsed (rota.cli.bounds)
     configure_logging(args)
-    stop = threading.Event()
-    install_stop_handlers(stop)
+    stop, hurry = threading.Event(), threading.Event()
+    install_stop_handlers(stop, hurry)  # a second signal: hurry
     with health_server(args) as health, open_database(args) as engine:
         executor = Executor(
             engine,
@@ -118,5 +121,5 @@ def run(args: argparse.Namespace) -> int:
         )
         if health is not None:
             health.watch(executor.liveness)
-        executor.run(stop)
+        executor.run(stop, hurry)
     return EXIT_OK

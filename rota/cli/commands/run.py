@@ -75,7 +75,9 @@ def register(subparsers: Any) -> None:
         type=bounds.DRAIN_TIMEOUT,
         default=DEFAULT_DRAIN_TIMEOUT,
         metavar="SECONDS",
-        help=f"on shutdown, how long running jobs may finish (default {DEFAULT_DRAIN_TIMEOUT:g})",
+        help="on shutdown, how long running jobs may finish before they are handed back "
+        f"(default {DEFAULT_DRAIN_TIMEOUT:g}, inside Kubernetes' 30 s grace period); a second "
+        "signal ends the drain at once",
     )
     p.add_argument(
         "--no-serve", action="store_true", help="do not serve the API and dashboard (rota serve)"
@@ -108,8 +110,8 @@ def _pools(engine: Engine, args: argparse.Namespace) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     path = _config_path(args)  # the numbers were checked as parsed (rota.cli.bounds)
     configure_logging(args)
-    stop = threading.Event()
-    install_stop_handlers(stop)
+    stop, hurry = threading.Event(), threading.Event()
+    install_stop_handlers(stop, hurry)  # a second signal: hurry
     with health_server(args) as health, open_database(args, migrated=False) as engine:
         upgrade(engine)
         result = apply_file(engine, path)
@@ -150,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_serve:
             server = serve_in_background(engine, args.serve_host, args.serve_port)
         try:
-            executor.run(stop)
+            executor.run(stop, hurry)
         finally:
             stop.set()
             scheduler_thread.join(timeout=10)

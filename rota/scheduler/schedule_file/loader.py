@@ -64,6 +64,7 @@ from rota.shared.config.model import (
     Ambiguous,
     Backoff,
     DstPolicy,
+    Isolation,
     JobTypeSpec,
     MisfirePolicy,
     Nonexistent,
@@ -160,6 +161,7 @@ JOB_TYPE_FIELDS: dict[str, Parser] = {
         lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)
     ),
     "retain": RETAIN,
+    "isolation": _simple(lambda n: fields.choice(n, Isolation)),
 }
 
 
@@ -479,6 +481,12 @@ def _job_type(e: Entry, report: Report, retain_default: Given | None) -> JobType
         report.add(e.key_node, f"{owner}: needs a handler (module:function) or a command (a list)")
     elif len(runs) == 2:
         report.add(present["command"], f"{owner}: handler and command both given; keep exactly one")
+    elif runs == ["command"] and "isolation" in present:
+        report.add(
+            present["isolation"],
+            f"{owner}, isolation: is for Python handlers; a command always runs in a process "
+            "of its own",
+        )
     backoff = Backoff(**values.pop("backoff").value) if "backoff" in values else Backoff()
     retain = values.pop("retain").value if "retain" in values else {}
     defaults = retain_default.value if retain_default is not None else {}

@@ -75,6 +75,14 @@ class Ambiguous(StrEnum):
     BOTH = "both"
 
 
+class Isolation(StrEnum):
+    """Where a Python handler runs: a worker thread of the executor, or a child process."""
+
+    THREAD = "thread"
+    PROCESS = "process"
+
+
+DEFAULT_ISOLATION = Isolation.THREAD
 DEFAULT_MISFIRE = MisfirePolicy.COALESCE
 DEFAULT_OVERLAP = OverlapPolicy.ALLOW
 
@@ -175,6 +183,8 @@ class JobTypeSpec:
     max_queue_age: timedelta | None = None  # age of the oldest job waiting while due
     shed_below_priority: int | None = None  # priority numbers above this are refused first
     retain: Retention = field(default_factory=Retention)  # how long finished jobs are kept
+    # PROCESS: each run of the Python handler in a child process (rota.executor.isolation).
+    isolation: Isolation = DEFAULT_ISOLATION
 
     def to_json(self) -> dict[str, Any]:
         data = self._core_json()
@@ -186,6 +196,8 @@ class JobTypeSpec:
             data["max_queue_age"] = format_duration(self.max_queue_age)
         if self.shed_below_priority is not None:
             data["shed_below_priority"] = self.shed_below_priority
+        if self.isolation is not DEFAULT_ISOLATION:
+            data["isolation"] = self.isolation.value
         return data
 
     @property
@@ -242,6 +254,7 @@ class JobTypeSpec:
                 else None
             ),
             retain=Retention.from_json(data.get("retain")),
+            isolation=Isolation(data.get("isolation", DEFAULT_ISOLATION.value)),
         )
 
 

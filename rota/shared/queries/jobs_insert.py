@@ -90,23 +90,34 @@ _COLUMNS = (
     ("run_after", "timestamptz[]"),
 )
 _NAMES = tuple(c for c, _ in _COLUMNS)
-# Driver SQL (psycopg's %(name)b: each column goes as one binary array, which
-# psycopg dumps in C; as text, or as a JSON document, the per-row work was
-# several times the cost of the insert itself).
-_PG_INSERT = f"""
-    INSERT INTO {{jobs}} ({", ".join(_NAMES)}, state, attempt_count, created_at, updated_at)
-    SELECT {", ".join(f"v.{c}" for c in _NAMES[:-1])}, coalesce(v.run_after, now()),
-           'QUEUED', 0, now(), now()
-    FROM unnest({", ".join(f"CAST(%({c})b AS {t})" for c, t in _COLUMNS)})
-      AS v({", ".join(_NAMES)})
-    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-    RETURNING job_id
-    """
 
 
 @cache
-def _pg_insert(schema: str | None) -> str:
-    return _PG_INSERT.format(jobs=qualified("jobs", schema))
+def _pg_insert(schema: str | None, uniform: frozenset[str] = frozenset()) -> str:
+    """Driver SQL: each column is one binary array (psycopg's ``%(name)b``, dumped in C).
+
+    A column whose value is the same for every job of the batch (``uniform``:
+    the pool, the limits of one job type, a NULL tenant, ...) goes as one value
+    instead of an array of a thousand copies: most of a typical batch is such
+    columns, and the database unnests only what differs. ``job_id`` is always an
+    array (it gives the row count). One statement per set of uniform columns,
+    each prepared once.
+    """
+    arrays = [(c, t) for c, t in _COLUMNS if c not in uniform]
+    selected = [
+        f"CAST(%({c})b AS {t.removesuffix('[]')})" if c in uniform else f"v.{c}"
+        for c, t in _COLUMNS
+    ]
+    selected[-1] = f"coalesce({selected[-1]}, now())"  # run_after: None is now
+    return f"""
+    INSERT INTO {qualified("jobs", schema)} ({", ".join(_NAMES)}, state, attempt_count,
+                                              created_at, updated_at)
+    SELECT {", ".join(selected)}, 'QUEUED', 0, now(), now()
+    FROM unnest({", ".join(f"CAST(%({c})b AS {t})" for c, t in arrays)})
+      AS v({", ".join(c for c, _ in arrays)})
+    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING job_id
+    """
 
 
 _SQLITE_INSERT = (
@@ -170,7 +181,7 @@ def insert_jobs_or_skip(
 def _insert_pg(
     conn: Connection, new_jobs: Sequence[NewJob], schema: str | None
 ) -> set[uuid.UUID]:
-    params: dict[str, list[Any]] = {
+    params: dict[str, Any] = {
         "job_id": [j.job_id for j in new_jobs],
         "job_type": [j.job_type for j in new_jobs],
         "pool": [j.pool for j in new_jobs],
@@ -190,7 +201,14 @@ def _insert_pg(
         "covers_count": [j.covers_count for j in new_jobs],
         "run_after": _aware([j.run_after for j in new_jobs]),
     }
-    return set(conn.exec_driver_sql(_pg_insert(schema), params).scalars().all())
+    uniform = frozenset(
+        name
+        for name, values in params.items()
+        if name != "job_id" and values.count(values[0]) == len(values)
+    )
+    for name in uniform:
+        params[name] = params[name][0]
+    return set(conn.exec_driver_sql(_pg_insert(schema, uniform), params).scalars().all())
 
 
 def _aware(instants: list[datetime | None]) -> list[datetime | None]:
