@@ -108,6 +108,8 @@ def check_text(field: str, value: object, max_chars: int | None) -> str | None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"{field} must be a string, got {type(value).__name__}")
+    if type(value) is not str:  # a subclass may lie through len, in, encode: check its text
+        value = str.__str__(value)
     if max_chars is not None and len(value) > max_chars:
         raise ValueError(f"{field} is at most {max_chars} characters, got {len(value)}")
     if "\x00" in value:
@@ -197,10 +199,14 @@ def _check_json(value: object, depth: int) -> None:
     if depth > ARGS_MAX_DEPTH:
         raise ValueError(f"args is nested deeper than {ARGS_MAX_DEPTH} levels")
     if isinstance(value, Mapping):
+        seen: set[str] = set()
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError(f"args keys must be strings, got {type(key).__name__}")
-            check_text("an args key", key, None)
+            text = check_text("an args key", key, None) or ""
+            if text in seen:  # distinct keys (str subclasses) that are one key in JSON
+                raise ValueError(f"args has the key {text[:100]!r} twice")
+            seen.add(text)
             _check_json(item, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
