@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from rota.shared.config.model import Isolation
 from tests.executor_support import add_jobs, job_type, store_types, wait_for
 from tests.test_executor_processes import Executors
 from tests.test_shutdown_lifecycle import alive
@@ -64,3 +65,22 @@ def test_a_command_grandchild_dies_with_its_sigkilled_executor(
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     wait_for(lambda: not alive(pid), timeout=10, what=f"the grandchild (pid {pid}) to die")
+
+
+def test_an_isolated_handlers_helper_dies_with_its_sigkilled_executor(
+    engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
+) -> None:
+    pidfile = tmp_path / "helper.pid"
+    spec = job_type(
+        "iso", handler="tests.handlers_review:spawn_then_wait", isolation=Isolation.PROCESS
+    )
+    store_types(engine, spec)
+    add_jobs(engine, spec, args={"file": str(pidfile)})
+    proc = executors.start("--poll-interval", "0.1")
+    wait_for(pidfile.exists, timeout=30, what="the helper to start")
+    pid = int(pidfile.read_text())
+    pids.append(pid)
+    assert alive(pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    wait_for(lambda: not alive(pid), timeout=10, what=f"the helper (pid {pid}) to die")

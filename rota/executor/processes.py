@@ -56,6 +56,46 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+def fork_group_guard(close_fd: int) -> int | None:
+    """Fork a watcher that SIGKILLs this process group once this process has died.
+
+    For a child that leads its own group (an ``isolation: process`` child):
+    PDEATHSIG kills the child with its executor, but not what its handler
+    started (a helper program), and the child's own clean-up never runs after a
+    SIGKILL. The watcher (a fork, which does not inherit the child's PDEATHSIG)
+    asks for SIGTERM when the child dies, waits for it, and kills the group.
+    Call it before any thread starts; the child kills and reaps the watcher
+    (``end_group_guard``) before it exits. Returns its pid (None where
+    unsupported). ``close_fd``: the executor's socket, closed in the watcher.
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+    parent = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    pid = os.fork()
+    if pid != 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        return pid
+    try:  # the watcher: no Python beyond this, and never back to the caller
+        os.close(close_fd)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() == parent:
+            signal.sigwait({signal.SIGTERM})
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
+def end_group_guard(pid: int | None) -> None:
+    """Stop the watcher of ``fork_group_guard`` and reap it (no zombie under a PID 1 executor)."""
+    if pid is None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 def kill_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     """Signal every process of the group ``proc`` leads (it was started in a new session)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
