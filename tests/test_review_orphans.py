@@ -1,4 +1,4 @@
-"""Review: what a ``command:`` child starts must die with a SIGKILLed executor too.
+"""Review: what a ``command:`` or isolated child starts dies with a SIGKILLed executor too.
 
 A ``command:`` is often a shell script running the real program as its child
 (``sh -c 'prog; notify'``, a wrapper script without ``exec``). PDEATHSIG reaches
@@ -41,10 +41,6 @@ def pids() -> Iterator[list[int]]:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PDEATHSIG reaches only the direct child; the group is not killed (not fixed)",
-)
 def test_a_command_grandchild_dies_with_its_sigkilled_executor(
     engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
 ) -> None:

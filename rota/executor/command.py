@@ -32,7 +32,7 @@ from typing import IO
 from rota.executor.context import JobContext
 from rota.executor.errors import JobCancelled, RetryableError
 from rota.executor.lease import HeldJob
-from rota.executor.processes import die_with_parent, kill_process_group
+from rota.executor.processes import die_with_parent, end_watch, kill_process_group, watch_group
 from rota.shared.events import emit
 
 CANCEL_GRACE_SECONDS = 5.0
@@ -106,6 +106,14 @@ def job_environment(ctx: JobContext) -> dict[str, str]:
     return env
 
 
+def _exited(pid: int) -> bool:
+    """True once the command has ended; it stays a zombie (its group id ours) until reaped."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
     """Run the subprocess to its end; raise as a Python handler would."""
     proc = subprocess.Popen(
@@ -118,6 +126,7 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
         preexec_fn=die_with_parent(),  # only prctl(2) between fork and exec: processes.py
     )
     assert proc.stdout is not None and proc.stderr is not None
+    watcher = watch_group(proc.pid)  # what the command starts dies with the executor too
     stdout = _OutputLines(proc.stdout, "stdout")
     stderr = _OutputLines(proc.stderr, "stderr", keep_tail=_STDERR_TAIL)
     try:
@@ -126,11 +135,12 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
             kill_process_group(proc)
         term_sent_at: float | None = None
         while True:
-            try:
-                status = proc.wait(timeout=_POLL_SECONDS)
+            if _exited(proc.pid):
+                end_watch(watcher)  # before the reap: the group id is still ours
+                watcher = None
+                status = proc.wait()
                 break
-            except subprocess.TimeoutExpired:
-                pass
+            time.sleep(_POLL_SECONDS)
             if held.cancel_requested and term_sent_at is None:
                 kill_process_group(proc, signal.SIGTERM)
                 term_sent_at = time.monotonic()
@@ -140,6 +150,7 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
                 kill_process_group(proc)
         held.proc = None
     finally:
+        end_watch(watcher)
         deadline = time.monotonic() + _DRAIN_SECONDS
         for lines in (stdout, stderr):
             lines.wait(max(0.0, deadline - time.monotonic()))

@@ -56,6 +56,56 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+# The watcher of a command's process group: a Python without site or user paths.
+_WATCHER = (
+    "import os, signal, sys\n"
+    "signal.sigwait({signal.SIGTERM})\n"  # SIGTERM: blocked since before exec
+    "os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+)
+
+
+def watch_group(pgid: int) -> subprocess.Popen[bytes] | None:
+    """Start a watcher that SIGKILLs process group ``pgid`` if this process dies.
+
+    PDEATHSIG kills a ``command:`` child with its executor, but not what the
+    command started (``sh -c 'prog; notify'``, a wrapper script without
+    ``exec``): that would keep running while the sweeper hands the job to
+    another executor. The command's group is in a session of its own, so the
+    watcher cannot join it: it waits outside it for SIGTERM, its own death
+    signal, and then kills the group. Stop it with ``end_watch`` while this
+    process still has the command unreaped (its group id cannot be reused).
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the executor died already
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+            os._exit(0)
+
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid)],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    except (OSError, subprocess.SubprocessError):  # no watcher: PDEATHSIG still holds
+        return None
+
+
+def end_watch(watcher: subprocess.Popen[bytes] | None) -> None:
+    if watcher is not None:
+        with contextlib.suppress(OSError):
+            watcher.kill()
+        watcher.wait()
+
+
 def fork_group_guard(close_fd: int) -> int | None:
     """Fork a watcher that SIGKILLs this process group once this process has died.
 
