@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
 
+from rota.executor.service import Executor
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.enqueue import JobRequest, enqueue_many
 from rota.shared.models import jobs
@@ -76,3 +78,43 @@ def test_args_that_do_not_round_trip_are_refused(
         enqueue_many(conn, [JobRequest("report", args=args), JobRequest("report")])
     with with_job_type.connect() as conn:
         assert conn.execute(select(jobs.c.job_id)).first() is None
+
+
+BIG = {"a": "x" * 200_000}  # legal args (under 1 MB), too long for one environment variable
+
+
+def test_args_a_command_cannot_receive_are_refused_at_enqueue(engine: Engine) -> None:
+    """A ``command:`` gets its args in ``ROTA_ARGS``: Linux refuses one environment
+    string longer than 128 KiB (E2BIG), so every attempt would fail with OSError."""
+    with engine.begin() as conn:
+        upsert_job_types(conn, [JobTypeSpec(name="cmd", command=("true",))])
+    with pytest.raises(ValueError, match=r"ROTA_ARGS.*payload_ref"), engine.begin() as conn:
+        enqueue_many(conn, [JobRequest("cmd", args=BIG)])
+    with engine.begin() as conn:  # a Python handler takes them as before
+        upsert_job_types(conn, [JobTypeSpec(name="py", handler="m:f")])
+        enqueue_many(conn, [JobRequest("py", args=BIG)])
+
+
+def test_a_command_job_with_args_too_long_for_its_environment_fails_once(
+    engine: Engine,
+) -> None:
+    """Args that reach the executor anyway (a schedule's args, an older producer) fail
+    at once with a code that says why, never an OSError retried max_attempts times."""
+    from tests.executor_support import add_jobs, job_row, store_types, wait_for
+
+    spec = JobTypeSpec(name="cmd", command=("true",), max_attempts=3)
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args=BIG)
+    ex = Executor(engine, poll_interval=0.05, sweep_interval=0.2)
+    stop = threading.Event()
+    t = threading.Thread(target=ex.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: job_row(engine, job_id)["state"] == "FAILED", what="FAILED")
+    finally:
+        stop.set()
+        t.join(15)
+    row = job_row(engine, job_id)
+    assert row["attempt_count"] == 1
+    assert row["last_error_code"] == "ARGS_TOO_LARGE_FOR_COMMAND"
+    assert "payload_ref" in row["last_error_detail"]

@@ -18,7 +18,6 @@ shutdown kills the whole group at once.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import os
 import signal
@@ -30,10 +29,11 @@ from collections.abc import Sequence
 from typing import IO
 
 from rota.executor.context import JobContext
-from rota.executor.errors import JobCancelled, RetryableError
+from rota.executor.errors import JobCancelled, PermanentError, RetryableError
 from rota.executor.lease import HeldJob
 from rota.executor.processes import die_with_parent, end_watch, kill_process_group, watch_group
 from rota.shared.events import emit
+from rota.shared.values import command_args_problem, rota_args_env
 
 CANCEL_GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.02
@@ -97,7 +97,7 @@ def job_environment(ctx: JobContext) -> dict[str, str]:
             "ROTA_JOB_TYPE": ctx.job_type,
             "ROTA_ATTEMPT": str(ctx.attempt),
             "ROTA_PAYLOAD_REF": ctx.payload_ref or "",
-            "ROTA_ARGS": json.dumps(ctx.args),
+            "ROTA_ARGS": rota_args_env(ctx.args),
             "ROTA_SCHEDULED_FOR": (
                 ctx.scheduled_for.isoformat().replace("+00:00", "Z") if ctx.scheduled_for else ""
             ),
@@ -116,6 +116,9 @@ def _exited(pid: int) -> bool:
 
 def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
     """Run the subprocess to its end; raise as a Python handler would."""
+    problem = command_args_problem(ctx.args)
+    if problem is not None:  # the kernel would refuse the exec (E2BIG) on every attempt
+        raise PermanentError("ARGS_TOO_LARGE_FOR_COMMAND", problem)
     proc = subprocess.Popen(
         list(argv),
         env=job_environment(ctx),

@@ -34,6 +34,11 @@ ERROR_DETAIL_MAX = 8000  # last_error_detail / error_detail are Text: bounded by
 PROGRESS_STAGE_MAX = 200  # jobs.progress_stage: String(200)
 RESULT_REF_MAX = 2000  # jobs.result_ref is Text: a reference, not the result itself
 
+# A ``command:`` gets its args as JSON in ``ROTA_ARGS``; Linux refuses (E2BIG) one
+# environment string ("ROTA_ARGS=...", with its NUL) longer than MAX_ARG_STRLEN.
+ENV_STRING_MAX = 131_072
+ROTA_ARGS_MAX = ENV_STRING_MAX - len("ROTA_ARGS=") - 1
+
 Keep = Literal["head", "tail", "middle"]
 
 _NUL = "\x00"
@@ -154,6 +159,22 @@ def args_json(value: object) -> str | None:
         if encoded is not None:
             return encoded
     return _args_json_checked(value)
+
+
+def rota_args_env(args: object) -> str:
+    """``ROTA_ARGS`` of a ``command:`` run: the args as JSON (ASCII, as always)."""
+    return json.dumps(args)
+
+
+def command_args_problem(args: object) -> str | None:
+    """Why a ``command:`` cannot receive ``args`` in its environment, or None."""
+    size = len(rota_args_env(args))  # ASCII: characters are bytes
+    if size <= ROTA_ARGS_MAX:
+        return None
+    return (
+        f"args is {size:,} bytes as ROTA_ARGS, and a command's environment variable "
+        f"holds at most {ROTA_ARGS_MAX:,}: put the data behind payload_ref instead"
+    )
 
 
 def _flat_args_json(value: dict[Any, Any]) -> str | None:
