@@ -127,3 +127,23 @@ def test_no_password_in_any_output_of_real_commands(fresh_pg_url: str, tmp_path:
             assert "Traceback" not in output, (what, argv, output)
             expected = (0,) if what.startswith("wrong") else (1,)
             assert done.returncode in expected, (what, argv, output)
+
+
+def test_a_password_in_the_query_string_is_never_shown(fresh_pg_url: str) -> None:
+    """libpq takes the password as a query parameter too (``?password=``), and so does
+    a multi-host URL: ``rota migrate`` prints the URL it worked on, ``rota run`` logs it."""
+    from rota.shared.database import display_url, scrub
+
+    base = make_url(fresh_pg_url)
+    single = f"{fresh_pg_url}?password={SECRET}"
+    multi = (
+        f"postgresql+psycopg://{base.username}@/{base.database}"
+        f"?host={base.host}:{base.port},127.0.0.1:1&password={SECRET}"
+        "&target_session_attrs=read-write"
+    )
+    for url in (single, multi):
+        assert leaks(display_url(url)) == [], display_url(url)
+        assert leaks(scrub(f"failed: {url}", url)) == []
+        done = run_cli("migrate", env={"ROTA_DATABASE_URL": url})
+        assert done.returncode == 0, done.stderr
+        assert leaks(done.stdout + done.stderr) == [], done.stdout + done.stderr

@@ -181,7 +181,7 @@ def test_the_default_drain_timeout_fits_kubernetes_grace_period(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert DEFAULT_DRAIN_TIMEOUT == 25.0  # Kubernetes' terminationGracePeriodSeconds: 30
-    assert main(["executor", "--help"]) == 0
+    assert main(["executor", "--help"]) == 0  # main returns argparse's exit code
     assert "default 25, inside Kubernetes' 30 s grace" in " ".join(capsys.readouterr().out.split())
 
 

@@ -72,7 +72,8 @@ Failure handling:
   ``ctx.checkpoint()`` raises ``JobTimedOut`` and its result is ignored; a
   ``command:`` handler's or an ``isolation: process`` handler's process group
   is killed (``isolation``). Every child dies with the executor
-  (``processes``: PR_SET_PDEATHSIG).
+  (``processes``: PR_SET_PDEATHSIG), and so does what it started (a watcher
+  per command run, one forked by each isolated child, kills the group).
 * Cancellation is cooperative: ``rota cancel`` sets CANCEL_REQUESTED, the
   heartbeat brings it to the worker, ``ctx.checkpoint()`` raises
   ``JobCancelled``, and the worker acknowledges with a fenced write.

@@ -14,7 +14,9 @@ own and talks to it over one socket, the inherited file descriptor ``FD``:
 
 The child dies with the executor: SIGKILL from the kernel (``PR_SET_PDEATHSIG``,
 set before exec), and, should that be missing, its reader thread sees the
-socket close and kills the child's whole process group. It volunteers to the
+socket close and kills the child's whole process group. What the handler
+started dies too: a watcher forked at start (``processes.fork_group_guard``)
+kills the group when the child has died. It volunteers to the
 kernel's OOM killer (``oom_score_adj``), so a handler that blows up memory is
 killed before its executor.
 """
@@ -41,6 +43,7 @@ from rota.executor.context import JobContext
 from rota.executor.errors import AmbiguousError, JobCancelled, PermanentError
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.lease import HeldJob
+from rota.executor.processes import end_group_guard, fork_group_guard
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.queries.jobs_claim import ClaimedJob
 from rota.shared.values import storable_text
@@ -165,6 +168,7 @@ def run(job: ChildJob, held: HeldJob) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     conn = Connection(int(argv[1]))
+    guard = fork_group_guard(conn.fileno())  # before any thread: kills the group if we die
     _volunteer_for_oom_killer()
     job: ChildJob = pickle.loads(conn.recv_bytes())  # from the executor: trusted
     for entry in reversed(job.sys_path):
@@ -185,6 +189,7 @@ def main(argv: list[str]) -> int:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or broken stream: nothing to keep
             stream.flush()
+    end_group_guard(guard)
     # Not sys.exit: threads the handler left behind must not keep the child alive.
     os._exit(0)
 

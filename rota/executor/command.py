@@ -18,7 +18,6 @@ shutdown kills the whole group at once.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import os
 import signal
@@ -30,10 +29,11 @@ from collections.abc import Sequence
 from typing import IO
 
 from rota.executor.context import JobContext
-from rota.executor.errors import JobCancelled, RetryableError
+from rota.executor.errors import JobCancelled, PermanentError, RetryableError
 from rota.executor.lease import HeldJob
-from rota.executor.processes import die_with_parent, kill_process_group
+from rota.executor.processes import die_with_parent, end_watch, kill_process_group, watch_group
 from rota.shared.events import emit
+from rota.shared.values import command_args_problem, rota_args_env
 
 CANCEL_GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.02
@@ -97,7 +97,7 @@ def job_environment(ctx: JobContext) -> dict[str, str]:
             "ROTA_JOB_TYPE": ctx.job_type,
             "ROTA_ATTEMPT": str(ctx.attempt),
             "ROTA_PAYLOAD_REF": ctx.payload_ref or "",
-            "ROTA_ARGS": json.dumps(ctx.args),
+            "ROTA_ARGS": rota_args_env(ctx.args),
             "ROTA_SCHEDULED_FOR": (
                 ctx.scheduled_for.isoformat().replace("+00:00", "Z") if ctx.scheduled_for else ""
             ),
@@ -106,8 +106,19 @@ def job_environment(ctx: JobContext) -> dict[str, str]:
     return env
 
 
+def _exited(pid: int) -> bool:
+    """True once the command has ended; it stays a zombie (its group id ours) until reaped."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
     """Run the subprocess to its end; raise as a Python handler would."""
+    problem = command_args_problem(ctx.args)
+    if problem is not None:  # the kernel would refuse the exec (E2BIG) on every attempt
+        raise PermanentError("ARGS_TOO_LARGE_FOR_COMMAND", problem)
     proc = subprocess.Popen(
         list(argv),
         env=job_environment(ctx),
@@ -118,6 +129,7 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
         preexec_fn=die_with_parent(),  # only prctl(2) between fork and exec: processes.py
     )
     assert proc.stdout is not None and proc.stderr is not None
+    watcher = watch_group(proc.pid)  # what the command starts dies with the executor too
     stdout = _OutputLines(proc.stdout, "stdout")
     stderr = _OutputLines(proc.stderr, "stderr", keep_tail=_STDERR_TAIL)
     try:
@@ -126,11 +138,12 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
             kill_process_group(proc)
         term_sent_at: float | None = None
         while True:
-            try:
-                status = proc.wait(timeout=_POLL_SECONDS)
+            if _exited(proc.pid):
+                end_watch(watcher)  # before the reap: the group id is still ours
+                watcher = None
+                status = proc.wait()
                 break
-            except subprocess.TimeoutExpired:
-                pass
+            time.sleep(_POLL_SECONDS)
             if held.cancel_requested and term_sent_at is None:
                 kill_process_group(proc, signal.SIGTERM)
                 term_sent_at = time.monotonic()
@@ -140,6 +153,7 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
                 kill_process_group(proc)
         held.proc = None
     finally:
+        end_watch(watcher)
         deadline = time.monotonic() + _DRAIN_SECONDS
         for lines in (stdout, stderr):
             lines.wait(max(0.0, deadline - time.monotonic()))

@@ -16,18 +16,35 @@ runs the module's top-level code). ``command:`` job types need no import.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
+import subprocess
+import sys
 import threading
 from collections.abc import Collection, Mapping
 
 from rota.executor.errors import PermanentError
 from rota.executor.handlers import HandlerRegistry
-from rota.shared.config.model import JobTypeSpec
+from rota.executor.processes import die_with_parent
+from rota.shared.config.model import Isolation, JobTypeSpec
 from rota.shared.events import emit
 
 log = logging.getLogger("rota.executor")
 
 MAX_ERROR_CHARS = 500
+# An ``isolation: process`` handler is imported in a child of its own, as it runs:
+# a module that exits, crashes or hangs at import must not take the executor with it.
+CHILD_IMPORT_TIMEOUT = 30.0
+_CHILD_IMPORT = (
+    "import json, sys\n"
+    "sys.path[:0] = json.loads(sys.argv[2])\n"
+    "from rota.executor.importable import import_error\n"
+    "from rota.executor.handlers import HandlerRegistry\n"
+    "why = import_error(sys.argv[1], HandlerRegistry())\n"
+    "if why: sys.stderr.write(why)\n"
+    "sys.stderr.flush()\n"
+    "import os; os._exit(1 if why else 0)\n"
+)
 
 
 def import_problems(spec: JobTypeSpec, registry: HandlerRegistry) -> dict[str, str]:
@@ -36,13 +53,54 @@ def import_problems(spec: JobTypeSpec, registry: HandlerRegistry) -> dict[str, s
     for field, path in (("handler", spec.handler), ("reconcile", spec.reconcile)):
         if path is None or (field == "handler" and spec.command is not None):
             continue
-        try:
-            registry.resolve(path)
-        except PermanentError as exc:  # BAD_HANDLER, HANDLER_IMPORT_ERROR, _NOT_FOUND, ...
-            problems[field] = _cut(str(exc))
-        except (Exception, SystemExit) as exc:  # a module that exits or fails oddly
-            problems[field] = _cut(f"{type(exc).__name__}: {exc}")
+        if spec.isolation is Isolation.PROCESS:
+            why = _import_error_in_child(path)
+        else:
+            why = import_error(path, registry)
+        if why:
+            problems[field] = why
     return problems
+
+
+def import_error(path: str, registry: HandlerRegistry) -> str | None:
+    """Why ``path`` does not import here, or None."""
+    try:
+        registry.resolve(path)
+    except PermanentError as exc:  # BAD_HANDLER, HANDLER_IMPORT_ERROR, _NOT_FOUND, ...
+        return _cut(str(exc))
+    except BaseException as exc:  # a module that exits, or raises KeyboardInterrupt, ...
+        return _cut(f"{type(exc).__name__}: {exc}")
+    return None
+
+
+def _import_error_in_child(path: str) -> str | None:
+    """``import_error`` in a child process, as ``isolation: process`` runs the handler."""
+    argv = [sys.executable, "-c", _CHILD_IMPORT, path, json.dumps(sys.path)]
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=CHILD_IMPORT_TIMEOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # only prctl(2) between fork and exec
+        )
+    except subprocess.TimeoutExpired:
+        return f"importing it did not finish within {CHILD_IMPORT_TIMEOUT:g} s"
+    except OSError as exc:
+        return _cut(f"could not start a process to import it: {exc}")
+    said = done.stderr.decode("utf-8", "replace").strip()
+    if done.returncode == 0:
+        return None
+    if done.returncode == 1 and said:
+        return _cut(said)
+    how = (
+        f"killed by signal {-done.returncode}"
+        if done.returncode < 0
+        else f"exit status {done.returncode}"
+    )
+    tail = f": {said.splitlines()[-1]}" if said else ""
+    return _cut(f"importing it ended its process ({how}){tail}")
 
 
 def _cut(text: str) -> str:

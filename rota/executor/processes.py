@@ -56,6 +56,96 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+# The watcher of a command's process group: a Python without site or user paths.
+_WATCHER = (
+    "import os, signal, sys\n"
+    "signal.sigwait({signal.SIGTERM})\n"  # SIGTERM: blocked since before exec
+    "os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+)
+
+
+def watch_group(pgid: int) -> subprocess.Popen[bytes] | None:
+    """Start a watcher that SIGKILLs process group ``pgid`` if this process dies.
+
+    PDEATHSIG kills a ``command:`` child with its executor, but not what the
+    command started (``sh -c 'prog; notify'``, a wrapper script without
+    ``exec``): that would keep running while the sweeper hands the job to
+    another executor. The command's group is in a session of its own, so the
+    watcher cannot join it: it waits outside it for SIGTERM, its own death
+    signal, and then kills the group. Stop it with ``end_watch`` while this
+    process still has the command unreaped (its group id cannot be reused).
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the executor died already
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+            os._exit(0)
+
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid)],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    except (OSError, subprocess.SubprocessError):  # no watcher: PDEATHSIG still holds
+        return None
+
+
+def end_watch(watcher: subprocess.Popen[bytes] | None) -> None:
+    if watcher is not None:
+        with contextlib.suppress(OSError):
+            watcher.kill()
+        watcher.wait()
+
+
+def fork_group_guard(close_fd: int) -> int | None:
+    """Fork a watcher that SIGKILLs this process group once this process has died.
+
+    For a child that leads its own group (an ``isolation: process`` child):
+    PDEATHSIG kills the child with its executor, but not what its handler
+    started (a helper program), and the child's own clean-up never runs after a
+    SIGKILL. The watcher (a fork, which does not inherit the child's PDEATHSIG)
+    asks for SIGTERM when the child dies, waits for it, and kills the group.
+    Call it before any thread starts; the child kills and reaps the watcher
+    (``end_group_guard``) before it exits. Returns its pid (None where
+    unsupported). ``close_fd``: the executor's socket, closed in the watcher.
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+    parent = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    pid = os.fork()
+    if pid != 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        return pid
+    try:  # the watcher: no Python beyond this, and never back to the caller
+        os.close(close_fd)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() == parent:
+            signal.sigwait({signal.SIGTERM})
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
+def end_group_guard(pid: int | None) -> None:
+    """Stop the watcher of ``fork_group_guard`` and reap it (no zombie under a PID 1 executor)."""
+    if pid is None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 def kill_process_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     """Signal every process of the group ``proc`` leads (it was started in a new session)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -50,6 +50,8 @@ SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 # A host name, an IPv4 or IPv6 address, or libpq's comma-separated list of them.
 _HOST = re.compile(r"^[A-Za-z0-9._:%,-]+$")
 _OPTIONS_SEARCH_PATH = re.compile(r"-c\s*search_path=(\S+)")
+# libpq also takes secrets as query parameters (``?password=``): never shown either.
+_SECRET_PARAMS = ("password", "sslpassword")
 
 
 class DatabaseError(Exception):
@@ -193,6 +195,8 @@ def display_url(url: str | URL) -> str:
         rest = _OPTIONS_SEARCH_PATH.sub("", options).strip()
         query = {k: v for k, v in parsed.query.items() if k != "options"}
         parsed = parsed.set(query={**query, **({"options": rest} if rest else {})})
+    if any(k in parsed.query for k in _SECRET_PARAMS):
+        parsed = parsed.update_query_dict({k: "***" for k in _SECRET_PARAMS if k in parsed.query})
     rendered = parsed.render_as_string(hide_password=True)
     if "host" in parsed.query:  # several hosts: a:5432,b:5433, not a%2Cb&port=5432%2C5433
         hosts = _query_list(parsed.query.get("host"))
@@ -217,9 +221,13 @@ def scrub(text: str, url: str | None) -> str:
         return text
     secrets: set[str] = set()
     try:
-        password = make_url(url).password
-        if password:
-            secrets.add(str(password))
+        parsed = make_url(url)
+        if parsed.password:
+            secrets.add(str(parsed.password))
+        for key in _SECRET_PARAMS:
+            value = parsed.query.get(key)
+            values = (value,) if isinstance(value, str) else value or ()
+            secrets.update(str(v) for v in values if v)
     except Exception:  # an unparseable URL: mask what looks like its userinfo
         pass
     userinfo = re.match(r"^[\w+.-]+://([^/]*)@", url)

@@ -27,6 +27,7 @@ and ``conn`` is the application's connection, name that schema here.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from rota.shared.backpressure import QueueFull, Submission, check_backpressure
 from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, JobTypeSpec
 from rota.shared.queries.job_types import get_job_types
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
-from rota.shared.values import args_json, check_int, check_text
+from rota.shared.values import args_json, check_int, check_text, command_args_problem
 
 # Column widths of the jobs table (rota.shared.models).
 DEDUP_KEY_MAX = 400
@@ -182,6 +183,11 @@ def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int) -> NewJob:
             raise ValueError("run_after must be an aware datetime (with a time zone)")
         priority = check_int("priority", r.priority, PRIORITY_MIN, PRIORITY_MAX)
         attempts = check_int("max_attempts", r.max_attempts, 1, MAX_ATTEMPTS_MAX)
+        encoded = args_json(r.args)
+        if encoded is not None and spec.command is not None:
+            problem = command_args_problem(json.loads(encoded))
+            if problem is not None:
+                raise ValueError(problem)
         # Built directly, not through NewJob.of_type: this runs once per job of a batch.
         return NewJob(
             job_type=spec.name,
@@ -191,7 +197,7 @@ def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int) -> NewJob:
             idempotent=spec.idempotent,
             priority=spec.priority if priority is None else priority,
             payload_ref=check_text("payload_ref", r.payload_ref, None),
-            args_json=args_json(r.args),
+            args_json=encoded,
             dedup_key=check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
             run_after=r.run_after,
             tenant=check_text("tenant", r.tenant, NAME_MAX),

@@ -63,6 +63,10 @@ _PERMANENT_CONNECT = {
     "no password supplied": "the server wants a password and none was given",
     "role ": "the database user does not exist",
     "database ": "the database does not exist",
+    "permission denied for database": "the database user may not connect to this database "
+    "(CONNECT privilege)",
+    "no pg_hba.conf entry": "the server's pg_hba.conf refuses this connection",
+    "SSL was required": "the URL requires SSL (sslmode) and the server does not offer it",
 }
 # SQLite primary result codes (``sqlite_errorcode & 0xff``).
 _SQLITE_PERMANENT = {

@@ -34,6 +34,11 @@ ERROR_DETAIL_MAX = 8000  # last_error_detail / error_detail are Text: bounded by
 PROGRESS_STAGE_MAX = 200  # jobs.progress_stage: String(200)
 RESULT_REF_MAX = 2000  # jobs.result_ref is Text: a reference, not the result itself
 
+# A ``command:`` gets its args as JSON in ``ROTA_ARGS``; Linux refuses (E2BIG) one
+# environment string ("ROTA_ARGS=...", with its NUL) longer than MAX_ARG_STRLEN.
+ENV_STRING_MAX = 131_072
+ROTA_ARGS_MAX = ENV_STRING_MAX - len("ROTA_ARGS=") - 1
+
 Keep = Literal["head", "tail", "middle"]
 
 _NUL = "\x00"
@@ -108,6 +113,8 @@ def check_text(field: str, value: object, max_chars: int | None) -> str | None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"{field} must be a string, got {type(value).__name__}")
+    if type(value) is not str:  # a subclass may lie through len, in, encode: check its text
+        value = str.__str__(value)
     if max_chars is not None and len(value) > max_chars:
         raise ValueError(f"{field} is at most {max_chars} characters, got {len(value)}")
     if "\x00" in value:
@@ -154,6 +161,22 @@ def args_json(value: object) -> str | None:
     return _args_json_checked(value)
 
 
+def rota_args_env(args: object) -> str:
+    """``ROTA_ARGS`` of a ``command:`` run: the args as JSON (ASCII, as always)."""
+    return json.dumps(args)
+
+
+def command_args_problem(args: object) -> str | None:
+    """Why a ``command:`` cannot receive ``args`` in its environment, or None."""
+    size = len(rota_args_env(args))  # ASCII: characters are bytes
+    if size <= ROTA_ARGS_MAX:
+        return None
+    return (
+        f"args is {size:,} bytes as ROTA_ARGS, and a command's environment variable "
+        f"holds at most {ROTA_ARGS_MAX:,}: put the data behind payload_ref instead"
+    )
+
+
 def _flat_args_json(value: dict[Any, Any]) -> str | None:
     """The common case, a small flat dict of plain scalars, checked in one pass.
 
@@ -197,10 +220,14 @@ def _check_json(value: object, depth: int) -> None:
     if depth > ARGS_MAX_DEPTH:
         raise ValueError(f"args is nested deeper than {ARGS_MAX_DEPTH} levels")
     if isinstance(value, Mapping):
+        seen: set[str] = set()
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError(f"args keys must be strings, got {type(key).__name__}")
-            check_text("an args key", key, None)
+            text = check_text("an args key", key, None) or ""
+            if text in seen:  # distinct keys (str subclasses) that are one key in JSON
+                raise ValueError(f"args has the key {text[:100]!r} twice")
+            seen.add(text)
             _check_json(item, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
