@@ -27,6 +27,7 @@ from typing import Any, Literal
 ARGS_MAX_BYTES = 1_000_000  # "small JSON": a large payload belongs behind payload_ref
 ARGS_MAX_DEPTH = 64
 BIGINT_MAX = 2**63 - 1  # the largest value of a BigInteger column (PostgreSQL bigint)
+ARGS_INT_LIMIT = 10**300  # integers in args stay below this in magnitude
 
 # Bounds of what the executor writes for a handler (columns in shared.models).
 ERROR_CODE_MAX = 200  # jobs.last_error_code, job_attempts.error_code: String(200)
@@ -147,14 +148,13 @@ def check_args(value: object) -> dict[str, Any] | None:
 
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 _FLAT_SCALARS = (str, int, float, bool, type(None))
-_BIG_INT = 10**300
 
 
 def args_json(value: object) -> str | None:
     """``args`` checked as ``check_args`` does, as the JSON text to store (no decoding)."""
     if value is None:
         return None
-    if type(value) is dict and len(value) <= 64:
+    if type(value) is dict:
         encoded = _flat_args_json(value)
         if encoded is not None:
             return encoded
@@ -188,7 +188,7 @@ def _flat_args_json(value: dict[Any, Any]) -> str | None:
             return None
         if type(item) is float and not math.isfinite(item):
             return None
-        if type(item) is int and not -_BIG_INT < item < _BIG_INT:
+        if type(item) is int and not -ARGS_INT_LIMIT < item < ARGS_INT_LIMIT:
             return None
     encoded = _ENCODER.encode(value)
     # json escapes NUL as \u0000; ensure_ascii=False keeps lone surrogates, which
@@ -238,7 +238,7 @@ def _check_json(value: object, depth: int) -> None:
         if not math.isfinite(value):
             raise ValueError(f"args holds {value!r}, which JSON cannot represent")
     elif isinstance(value, int):
-        if abs(value) >= 10**300:
+        if abs(value) >= ARGS_INT_LIMIT:
             raise ValueError("args holds an integer too large to store")
     elif value is not None and not isinstance(value, bool):
         raise ValueError(f"args holds a {type(value).__name__}, which is not JSON")
