@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -143,26 +144,32 @@ def drain(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, flo
     assert db.libpq_url is not None
     with psycopg.connect(db.libpq_url, autocommit=True) as conn:
         waiting = _unfinished_noop(conn)
+        return _watched_drain(conn, db, count, workdir, tag,
+                              lambda: waiting - _unfinished_noop(conn))
 
-        def done() -> int:
-            return waiting - _unfinished_noop(conn)
 
-        def backends() -> list[int]:
-            rows = conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
-            ).fetchall()
-            return [int(r[0]) for r in rows]
+def _watched_drain(
+    conn: psycopg.Connection[Any], db: Database, count: int, workdir: Path, tag: str,
+    done: Callable[[], int],
+) -> tuple[float, float]:
+    """Start 2 default executors and watch ``done()`` reach ``count``: (jobs/s, steady jobs/s)."""
 
-        started = time.perf_counter()
-        executors = start_executors(db, 2, None, workdir, tag=tag)
-        try:
-            samples, _ = watch(
-                started, count, done, [p.pid for p in executors.procs], backends,
-                executors.check_alive,
-            )
-        finally:
-            executors.stop()
+    def backends() -> list[int]:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    started = time.perf_counter()
+    executors = start_executors(db, 2, None, workdir, tag=tag)
+    try:
+        samples, _ = watch(
+            started, count, done, [p.pid for p in executors.procs], backends,
+            executors.check_alive,
+        )
+    finally:
+        executors.stop()
     return count / samples[-1][0], _steady(samples, count)
 
 
@@ -320,24 +327,7 @@ def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[flo
             return int(row[0])
 
         before = succeeded()
-
-        def backends() -> list[int]:
-            rows = conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
-            ).fetchall()
-            return [int(r[0]) for r in rows]
-
-        started = time.perf_counter()
-        executors = start_executors(db, 2, None, workdir, tag=tag)
-        try:
-            samples, _ = watch(
-                started, count, lambda: succeeded() - before, [p.pid for p in executors.procs],
-                backends, executors.check_alive,
-            )
-        finally:
-            executors.stop()
-    return count / samples[-1][0], _steady(samples, count)
+        return _watched_drain(conn, db, count, workdir, tag, lambda: succeeded() - before)
 
 
 def run(admin_url: str, sizes: Sequence[int], rounds: int, count: int) -> list[Sized]:
