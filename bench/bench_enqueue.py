@@ -42,6 +42,7 @@ from bench.bench_executor import DEFAULT_PG_URL, NOOP, fresh_database, libpq
 from bench.pg_ceiling import pgbench_single_row_update_tps
 from rota import JobRequest, enqueue_many
 from rota.shared.database import make_engine
+from rota.shared.ids import new_job_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,7 +107,7 @@ def raw_insert_rate(libpq_url: str, count: int, batch: int) -> float:
         for start in range(0, count, batch):
             n = min(batch, count - start)
             batches.append({
-                "ids": [uuid.uuid4() for _ in range(n)],
+                "ids": new_job_ids(n),
                 "types": [NOOP.name] * n,
                 "args": [json.dumps({"i": start + i}) for i in range(n)],
             })

@@ -64,13 +64,21 @@ SCHEDULES = 2000
 SCHED_TYPE = JobTypeSpec(name="bench.sched", handler="bench.handlers:noop", pool="nobody")
 LOAD_CHUNK = 1_000_000
 
+# ``rota.shared.ids.new_job_id`` in SQL, for a row made at ``{at}``: a random lane
+# byte, the millisecond modulo 2**24, then a random UUID's bits with version 8.
+_JOB_ID_SQL = """overlay(overlay(replace(gen_random_uuid()::text, '-', '')
+    placing lpad(to_hex(floor(random() * 256)::int), 2, '0')
+         || lpad(to_hex(((extract(epoch FROM {at}) * 1000)::bigint %% 16777216)::int), 6, '0')
+    from 1 for 8) placing '8' from 13 for 1)::uuid"""
+
 # History rows: finished, half of them scheduled, spread over the last 30 days.
 _LOAD_JOBS = """
     INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
                       lease_generation, lease_seconds, idempotent, needs_reconcile, args,
                       last_error_code, dedup_key, schedule_name, scheduled_for, started_at,
                       finished_at, created_at, updated_at)
-    SELECT gen_random_uuid(), 'history.job', 'default', s.state, 1, 5, s.at, 1, 60, true, false,
+    SELECT """ + _JOB_ID_SQL.format(at="s.at") + """, 'history.job', 'default', s.state, 1, 5,
+           s.at, 1, 60, true, false,
            '{"n": 1}'::json, CASE WHEN s.state = 'FAILED' THEN 'BOOM' END,
            CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) || '@' || g END,
            CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) END,
@@ -90,7 +98,8 @@ _LOAD_ATTEMPTS = """
 _LOAD_BACKLOG = """
     INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
                       lease_seconds, created_at, updated_at)
-    SELECT gen_random_uuid(), 'bench.noop', 'default', 'QUEUED', 0, 5,
+    SELECT """ + _JOB_ID_SQL.format(at="clock_timestamp()") + """, 'bench.noop', 'default',
+           'QUEUED', 0, 5,
            now() - interval '1 hour' + g * interval '1 millisecond', 60, now(), now()
     FROM generate_series(1, %(n)s) AS g
 """

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, bindparam, func, select, tuple_
 from sqlalchemy.dialects import sqlite
 
 from rota.shared.config.model import JobTypeSpec
+from rota.shared.ids import new_job_id
 from rota.shared.models import jobs
 from rota.shared.queries.sqlparams import in_schema, qualified
 from rota.shared.sqltime import UTCDateTime, db_now
@@ -52,7 +53,7 @@ class NewJob:
     scheduled_for: datetime | None = None
     covers_from: datetime | None = None
     covers_count: int | None = None
-    job_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    job_id: uuid.UUID = field(default_factory=new_job_id)
     args_json: str | None = None
 
     @classmethod
