@@ -16,6 +16,9 @@ round measures every size in turn, so drift hits all sizes alike):
 * ``rota jobs`` and ``rota schedules``: the command run in-process (no Python
   start-up; connection, schema check, query and output), median of 15.
 
+The last three take a few ms: their samples alternate between the sizes
+(one on each, then again), so a checkpoint or autovacuum falls on all alike.
+
 Printed: each figure per size and its ratio to the 0-size figure of the same
 round (target >= 0.9; for latencies the ratio is empty / big, so higher is
 better too). ``--backlog`` adds the deep-queue case: the first ``--jobs`` of a
@@ -197,8 +200,8 @@ def apply_schedules(db: Database) -> None:
         engine.dispose()
 
 
-def scheduler_figures(s: Sized) -> tuple[float, float]:
-    """(occurrences/s of a full tick, median of 3; idle tick p50 ms)."""
+def materialise_rate(s: Sized) -> float:
+    """Occurrences/s of a full tick (2,000 due), median of 3."""
     engine = make_engine(s.db.url)
     try:
         service = SchedulerService(engine)
@@ -215,37 +218,66 @@ def scheduler_figures(s: Sized) -> tuple[float, float]:
             started = time.perf_counter()
             result = service.run_once(T0 + timedelta(minutes=s.minute, seconds=1))
             rates.append(result.created / (time.perf_counter() - started))
-        idle = []
-        quiet = T0 + timedelta(minutes=s.minute, seconds=2)
-        for _ in range(100):
-            started = time.perf_counter()
-            service.run_once(quiet)
-            idle.append(time.perf_counter() - started)
-        return statistics.median(rates), statistics.median(idle) * 1000
+        return statistics.median(rates)
     finally:
         engine.dispose()
 
 
-def command_ms(argv: list[str], times: int = 15) -> float:
-    timings = []
-    for _ in range(times + 1):
-        out = io.StringIO()
-        started = time.perf_counter()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            code = rota_main(argv)
-        timings.append(time.perf_counter() - started)
-        if code != 0:
-            raise RuntimeError(f"rota {' '.join(argv[:1])} exited {code}")
-    return statistics.median(timings[1:]) * 1000  # the first warms the imports
+def latencies(sized: Sequence[Sized]) -> list[tuple[float, float, float]]:
+    """(idle tick p50, ``rota jobs``, ``rota schedules``) in ms, for each size.
+
+    These take a millisecond or a few dozen: a checkpoint or an autovacuum
+    beside one size's burst of samples would decide its figure. So every
+    sample is taken for each size in turn (tick on 0 rows, on 1M, on 10M, then
+    again), and a disturbance falls on all sizes alike.
+    """
+    engines = [make_engine(s.db.url) for s in sized]
+    try:
+        services = [SchedulerService(e) for e in engines]
+        quiet = [T0 + timedelta(minutes=s.minute, seconds=2) for s in sized]
+        for service, at in zip(services, quiet, strict=True):
+            service.run_once(at)  # warm
+        ticks: list[list[float]] = [[] for _ in sized]
+        for _ in range(100):
+            for i, (service, at) in enumerate(zip(services, quiet, strict=True)):
+                started = time.perf_counter()
+                service.run_once(at)
+                ticks[i].append(time.perf_counter() - started)
+    finally:
+        for e in engines:
+            e.dispose()
+    jobs: list[list[float]] = [[] for _ in sized]
+    schedules: list[list[float]] = [[] for _ in sized]
+    for s in sized:  # warm the imports and each database's first connection
+        command_ms(["jobs", "--db", s.db.url])
+        command_ms(["schedules", "--db", s.db.url])
+    for _ in range(15):
+        for i, s in enumerate(sized):
+            jobs[i].append(command_ms(["jobs", "--db", s.db.url]))
+            schedules[i].append(command_ms(["schedules", "--db", s.db.url]))
+    return [
+        (statistics.median(t) * 1000, statistics.median(j), statistics.median(c))
+        for t, j, c in zip(ticks, jobs, schedules, strict=True)
+    ]
+
+
+def command_ms(argv: list[str]) -> float:
+    """One run of a ``rota`` command in-process, in ms."""
+    out = io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = rota_main(argv)
+    elapsed = time.perf_counter() - started
+    if code != 0:
+        raise RuntimeError(f"rota {' '.join(argv[:1])} exited {code}")
+    return elapsed * 1000
 
 
 def measure(s: Sized, count: int, workdir: Path, tag: str) -> Figures:
     f = Figures()
     f.enqueue = enqueue_many_rate(s.db.url, count, 1000)
     f.claim, f.claim_steady = drain(s.db, count + 1, workdir, tag)  # + enqueue's warm-up job
-    f.materialise, f.idle_tick_ms = scheduler_figures(s)
-    f.jobs_ms = command_ms(["jobs", "--db", s.db.url])
-    f.schedules_ms = command_ms(["schedules", "--db", s.db.url])
+    f.materialise = materialise_rate(s)
     return f
 
 
@@ -353,7 +385,9 @@ def run(admin_url: str, sizes: Sequence[int], rounds: int, count: int) -> list[S
             order = sized if r % 2 == 0 else list(reversed(sized))
             for s in order:
                 s.rounds.append(measure(s, count, workdir, f"hist-{s.size}-{r}"))
+            for s, (tick, jobs_ms, schedules_ms) in zip(sized, latencies(sized), strict=True):
                 f = s.rounds[-1]
+                f.idle_tick_ms, f.jobs_ms, f.schedules_ms = tick, jobs_ms, schedules_ms
                 print(
                     f"  round {r + 1}, {s.size:,} rows: enqueue {f.enqueue:,.0f}/s, claim "
                     f"{f.claim:,.0f}/s (steady {f.claim_steady:,.0f}), materialise "

@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 
 from rota.shared.backpressure import QueueFull, Submission, check_backpressure
 from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, JobTypeSpec
+from rota.shared.ids import new_job_ids
 from rota.shared.queries.job_types import get_job_types
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
 from rota.shared.values import args_json, check_int, check_text, command_args_problem
@@ -126,13 +127,17 @@ def enqueue_many(
     if not wanted:
         return []
     for i, r in enumerate(wanted):
-        if not isinstance(r, JobRequest):
+        if type(r) is not JobRequest and not isinstance(r, JobRequest):
             raise TypeError(f"request {i}: expected a rota.JobRequest, got {type(r).__name__}")
         check_text("job_type", r.job_type, NAME_MAX)
-    specs = get_job_types(connection, (r.job_type for r in wanted), schema=schema)
-    new_jobs = [_new_job(r, specs, i, len(wanted)) for i, r in enumerate(wanted)]
+    specs = get_job_types(connection, {r.job_type for r in wanted}, schema=schema)
+    n = len(wanted)
+    ids = new_job_ids(n)
+    new_jobs = [_new_job(r, specs, i, n, ids[i]) for i, r in enumerate(wanted)]
     _refuse_past_limits(connection, specs, new_jobs, schema)
     inserted = insert_jobs_or_skip(connection, new_jobs, schema=schema)
+    if len(inserted) == n:  # the common case: all new (the ids of one batch are distinct)
+        return [Enqueued(job_id, True) for job_id in ids]
     keys = [
         (j.job_type, j.dedup_key)
         for j in new_jobs
@@ -172,36 +177,57 @@ def _refuse_past_limits(
         check_backpressure(conn, specs[name], sub, schema=schema)
 
 
-def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int) -> NewJob:
+def _new_job(
+    r: JobRequest, specs: Mapping[str, Any], i: int, n: int, job_id: uuid.UUID
+) -> NewJob:
     spec = specs.get(r.job_type)
     if spec is None:
         raise UnknownJobType(r.job_type)
     try:
-        if r.run_after is not None and (
-            not isinstance(r.run_after, datetime) or r.run_after.tzinfo is None
+        run_after = r.run_after
+        if run_after is not None and (
+            not isinstance(run_after, datetime) or run_after.tzinfo is None
         ):
             raise ValueError("run_after must be an aware datetime (with a time zone)")
-        priority = check_int("priority", r.priority, PRIORITY_MIN, PRIORITY_MAX)
-        attempts = check_int("max_attempts", r.max_attempts, 1, MAX_ATTEMPTS_MAX)
-        encoded = args_json(r.args)
+        priority = r.priority
+        priority = (
+            spec.priority
+            if priority is None
+            else check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
+        )
+        attempts = r.max_attempts
+        attempts = (
+            spec.max_attempts
+            if attempts is None
+            else check_int("max_attempts", attempts, 1, MAX_ATTEMPTS_MAX)
+        )
+        encoded = None if r.args is None else args_json(r.args)
         if encoded is not None and spec.command is not None:
             problem = command_args_problem(json.loads(encoded))
             if problem is not None:
                 raise ValueError(problem)
         # Built directly, not through NewJob.of_type: this runs once per job of a batch.
+        # The optional texts are checked only when given (most requests give none).
         return NewJob(
             job_type=spec.name,
             pool=spec.pool,
-            max_attempts=spec.max_attempts if attempts is None else attempts,
+            max_attempts=attempts,
             lease_seconds=spec.lease.total_seconds(),
             idempotent=spec.idempotent,
-            priority=spec.priority if priority is None else priority,
-            payload_ref=check_text("payload_ref", r.payload_ref, None),
+            priority=priority,
+            payload_ref=None
+            if r.payload_ref is None
+            else check_text("payload_ref", r.payload_ref, None),
             args_json=encoded,
-            dedup_key=check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
-            run_after=r.run_after,
-            tenant=check_text("tenant", r.tenant, NAME_MAX),
-            concurrency_key=check_text("concurrency_key", r.concurrency_key, NAME_MAX),
+            dedup_key=None
+            if r.dedup_key is None
+            else check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
+            run_after=run_after,
+            tenant=None if r.tenant is None else check_text("tenant", r.tenant, NAME_MAX),
+            concurrency_key=None
+            if r.concurrency_key is None
+            else check_text("concurrency_key", r.concurrency_key, NAME_MAX),
+            job_id=job_id,
         )
     except ValueError as exc:
         where = f"request {i}: " if n > 1 else ""

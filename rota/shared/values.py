@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, overload
 
 ARGS_MAX_BYTES = 1_000_000  # "small JSON": a large payload belongs behind payload_ref
 ARGS_MAX_DEPTH = 64
@@ -127,6 +127,10 @@ def check_text(field: str, value: object, max_chars: int | None) -> str | None:
     return value
 
 
+@overload
+def check_int(field: str, value: int, lo: int, hi: int) -> int: ...
+@overload
+def check_int(field: str, value: object, lo: int, hi: int) -> int | None: ...
 def check_int(field: str, value: object, lo: int, hi: int) -> int | None:
     if value is None:
         return None
@@ -147,6 +151,27 @@ def check_args(value: object) -> dict[str, Any] | None:
 
 
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+
+
+def _flat_encoder() -> Callable[[dict[str, Any]], str]:
+    """``_ENCODER.encode`` for a flat dict of plain scalars, three times as fast.
+
+    ``JSONEncoder.encode`` builds a new C encoder on every call; producers
+    encode one small dict per job, so the one made here is kept. It skips the
+    check for circular references, which a dict of scalars cannot have: use it
+    for nothing else. Without the C accelerator, the encoder itself.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODER.encode
+    encode = make(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",",
+        False, False, False,
+    )
+    return lambda value: "".join(encode(value, 0))
+
+
+_encode_flat = _flat_encoder()
 _FLAT_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -190,7 +215,7 @@ def _flat_args_json(value: dict[Any, Any]) -> str | None:
             return None
         if type(item) is int and not -ARGS_INT_LIMIT < item < ARGS_INT_LIMIT:
             return None
-    encoded = _ENCODER.encode(value)
+    encoded = _encode_flat(value)
     # json escapes NUL as \u0000; ensure_ascii=False keeps lone surrogates, which
     # then fail the UTF-8 check. Either sends the value to the full check.
     if "\\u0000" in encoded or len(encoded) > ARGS_MAX_BYTES // 4:

@@ -94,15 +94,17 @@ _NAMES = tuple(c for c, _ in _COLUMNS)
 
 
 @cache
-def _pg_insert(schema: str | None, uniform: frozenset[str] = frozenset()) -> str:
+def _pg_insert(
+    schema: str | None, uniform: frozenset[str] = frozenset(), returning: bool = True
+) -> str:
     """Driver SQL: each column is one binary array (psycopg's ``%(name)b``, dumped in C).
 
     A column whose value is the same for every job of the batch (``uniform``:
     the pool, the limits of one job type, a NULL tenant, ...) goes as one value
     instead of an array of a thousand copies: most of a typical batch is such
     columns, and the database unnests only what differs. ``job_id`` is always an
-    array (it gives the row count). One statement per set of uniform columns,
-    each prepared once.
+    array (it gives the row count). One statement per set of uniform columns
+    (and ``returning``: whether the inserted ids come back), each prepared once.
     """
     arrays = [(c, t) for c, t in _COLUMNS if c not in uniform]
     selected = [
@@ -117,7 +119,7 @@ def _pg_insert(schema: str | None, uniform: frozenset[str] = frozenset()) -> str
     FROM unnest({", ".join(f"CAST(%({c})b AS {t})" for c, t in arrays)})
       AS v({", ".join(c for c, _ in arrays)})
     ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-    RETURNING job_id
+    {"RETURNING job_id" if returning else ""}
     """
 
 
@@ -209,6 +211,14 @@ def _insert_pg(
     )
     for name in uniform:
         params[name] = params[name][0]
+    if "dedup_key" in uniform and params["dedup_key"] is None:
+        # No key, no conflict: every row is inserted (or the statement fails),
+        # so the ids need not come back (loading a thousand UUIDs costs more
+        # than the insert's own Python work).
+        done = conn.exec_driver_sql(_pg_insert(schema, uniform, returning=False), params)
+        if done.rowcount != len(new_jobs):
+            raise RuntimeError(f"inserted {done.rowcount} of {len(new_jobs)} keyless jobs")
+        return set(params["job_id"])
     return set(conn.exec_driver_sql(_pg_insert(schema, uniform), params).scalars().all())
 
 
