@@ -95,7 +95,7 @@ _NAMES = tuple(c for c, _ in _COLUMNS)
 
 @cache
 def _pg_insert(
-    schema: str | None, uniform: frozenset[str] = frozenset(), returning: bool = True
+    schema: str | None, uniform: frozenset[str] = frozenset(), keyless: bool = False
 ) -> str:
     """Driver SQL: each column is one binary array (psycopg's ``%(name)b``, dumped in C).
 
@@ -103,8 +103,12 @@ def _pg_insert(
     the pool, the limits of one job type, a NULL tenant, ...) goes as one value
     instead of an array of a thousand copies: most of a typical batch is such
     columns, and the database unnests only what differs. ``job_id`` is always an
-    array (it gives the row count). One statement per set of uniform columns
-    (and ``returning``: whether the inserted ids come back), each prepared once.
+    array (it gives the row count). One statement per set of uniform columns,
+    each prepared once.
+
+    ``keyless``: no job of the batch has a dedup key, so none can conflict:
+    a plain INSERT (no arbiter index to probe per row) whose ids need not come
+    back.
     """
     arrays = [(c, t) for c, t in _COLUMNS if c not in uniform]
     selected = [
@@ -118,9 +122,12 @@ def _pg_insert(
     SELECT {", ".join(selected)}, 'QUEUED', 0, now(), now()
     FROM unnest({", ".join(f"CAST(%({c})b AS {t})" for c, t in arrays)})
       AS v({", ".join(c for c, _ in arrays)})
-    ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-    {"RETURNING job_id" if returning else ""}
+    {"" if keyless else _ON_CONFLICT}
     """
+
+
+_ON_CONFLICT = """ON CONFLICT (job_type, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+    RETURNING job_id"""
 
 
 _SQLITE_INSERT = (
@@ -215,7 +222,7 @@ def _insert_pg(
         # No key, no conflict: every row is inserted (or the statement fails),
         # so the ids need not come back (loading a thousand UUIDs costs more
         # than the insert's own Python work).
-        done = conn.exec_driver_sql(_pg_insert(schema, uniform, returning=False), params)
+        done = conn.exec_driver_sql(_pg_insert(schema, uniform, keyless=True), params)
         if done.rowcount != len(new_jobs):
             raise RuntimeError(f"inserted {done.rowcount} of {len(new_jobs)} keyless jobs")
         return set(params["job_id"])
