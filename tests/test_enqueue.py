@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.orm import Session
 
 from rota.shared.config.model import JobTypeSpec
@@ -195,3 +195,9 @@ def test_public_api_is_importable_from_rota() -> None:
         assert hasattr(rota, name)
     assert rota.JobContext.__name__ == "JobContext"
     assert rota.__version__.count(".") == 2
+
+
+def test_an_engine_instead_of_a_connection_is_refused_clearly(with_job_type: Engine) -> None:
+    with pytest.raises(TypeError, match="Connection or Session, got Engine"):
+        enqueue(cast(Connection, with_job_type), "report")
+    assert _count(with_job_type) == 0

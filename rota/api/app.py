@@ -13,7 +13,7 @@ from rota.api import dashboard, jobs, schedules
 from rota.api.auth import BearerAuth
 from rota.api.exposition import exposition
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
-from rota.migrations.runner import current_revision, head_revision
+from rota.migrations.check import HEAD, current_revision
 from rota.shared.database import DatabaseError
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -35,7 +35,7 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
         redoc_url=None,
     )
     api.state.engine = engine
-    head = head_revision()  # read once: the probe then costs one small query
+    head = HEAD
     install(api, engine)
     api.include_router(jobs.router)
     api.include_router(schedules.router)

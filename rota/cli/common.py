@@ -141,7 +141,7 @@ def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterato
     engine = connect(args)
     try:
         if migrated:
-            from rota.migrations.runner import ensure_migrated
+            from rota.migrations.check import ensure_migrated
 
             try:
                 ensure_migrated(engine)

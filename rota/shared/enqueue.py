@@ -28,13 +28,13 @@ and ``conn`` is the application's connection, name that schema here.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection
-from sqlalchemy.orm import Session
 
 from rota.shared.backpressure import QueueFull, Submission, check_backpressure
 from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, JobTypeSpec
@@ -42,6 +42,9 @@ from rota.shared.ids import new_job_ids
 from rota.shared.queries.job_types import get_job_types
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
 from rota.shared.values import args_json, check_int, check_text, command_args_problem
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 # Column widths of the jobs table (rota.shared.models).
 DEDUP_KEY_MAX = 400
@@ -122,7 +125,7 @@ def enqueue_many(
     with an earlier request of the same call, return that job (``created``
     False). Does not commit.
     """
-    connection = conn.connection() if isinstance(conn, Session) else conn
+    connection = _connection_of(conn)
     wanted = list(requests)
     if not wanted:
         return []
@@ -152,6 +155,23 @@ def enqueue_many(
             assert j.dedup_key is not None, "an insert without a dedup key cannot conflict"
             results.append(Enqueued(existing[(j.job_type, j.dedup_key)], created=False))
     return results
+
+
+def _connection_of(conn: object) -> Connection:
+    """The caller's connection, or its Session's current one.
+
+    ``sqlalchemy.orm`` is not imported for this: a caller holding a Session has
+    imported it already (and a process that only runs jobs never pays for it).
+    """
+    if isinstance(conn, Connection):
+        return conn
+    orm = sys.modules.get("sqlalchemy.orm")
+    if orm is not None and isinstance(conn, orm.Session):
+        connection: Connection = conn.connection()
+        return connection
+    raise TypeError(
+        f"enqueue needs a SQLAlchemy Connection or Session, got {type(conn).__name__}"
+    )
 
 
 def _refuse_past_limits(
