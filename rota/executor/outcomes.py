@@ -24,7 +24,6 @@ running it again would not change what it returns).
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import traceback
 
@@ -259,8 +258,7 @@ def unstorable(finish: Finish, refusal: BaseException) -> Finish:
         f"{storable_text(finish.error_code, 200)!r}) was refused by the database and "
         f"replaced by this one: {storable_text(short_error(refusal), 2000)}"
     )
-    return dataclasses.replace(
-        finish,
+    return finish._replace(
         error_code=OUTCOME_UNSTORABLE,
         error_detail=storable_text(detail, ERROR_DETAIL_MAX),
         result_ref=None,

@@ -30,10 +30,10 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from functools import cache, lru_cache
+from functools import lru_cache
 
 log = logging.getLogger("rota.metrics")
 
@@ -61,21 +61,21 @@ class Metric:
     labels: tuple[str, ...]
     help: str
     buckets: tuple[float, ...] = ()
+    # Every bucket bound as text, +Inf last: made once (observed for every job).
+    _les: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_les", (*(format_le(b) for b in self.buckets), "+Inf"))
 
     def bucket_of(self, value: float) -> str:
         """The ``le`` of the bucket ``value`` falls in (``+Inf`` for a counter)."""
         if self.kind is Kind.COUNTER:
             return "+Inf"
-        return self.les()[bisect.bisect_left(self.buckets, value)]
+        return self._les[bisect.bisect_left(self.buckets, value)]
 
     def les(self) -> list[str]:
         """Every bucket bound in order, ``+Inf`` last."""
-        return _les(self.buckets)
-
-
-@cache
-def _les(buckets: tuple[float, ...]) -> list[str]:
-    return [*(format_le(b) for b in buckets), "+Inf"]
+        return list(self._les)
 
 
 def format_le(bound: float) -> str:
@@ -157,8 +157,7 @@ BY_NAME: Mapping[str, Metric] = {m.name: m for m in STORED_METRICS}
 
 def encode_labels(values: Iterable[str]) -> str:
     """The label values in the metric's label order, as stored (compact JSON)."""
-    key = values if isinstance(values, tuple) else tuple(values)
-    return _encoded(key)
+    return _encoded(values if type(values) is tuple else tuple(values))
 
 
 @lru_cache(maxsize=4096)  # label sets are few (job types, schedules, states): encode once
