@@ -70,11 +70,17 @@ def test_jobs_made_in_different_milliseconds_never_share_their_first_eight_digit
     assert len(prefixes) == len(made)
 
 
-def test_a_batch_draws_distinct_ids_over_the_lanes() -> None:
+def test_a_batch_takes_the_lanes_in_turn_and_never_repeats_a_prefix() -> None:
     ids = new_job_ids(10_000, at(0))
     assert len(set(ids)) == 10_000
+    assert len({i.hex[:8] for i in ids}) == 10_000  # `rota job 8digits` finds each one
     assert len({lane(i) for i in ids}) == 256
-    assert {stamp(i) for i in ids} == {stamp(new_job_id(at(0)))}
+    first = stamp(new_job_id(at(0)))
+    assert {stamp(i) for i in ids} == {first + k for k in range(-(-10_000 // 256))}
+    by_lane: dict[int, list[uuid.UUID]] = {}
+    for job_id in ids:
+        by_lane.setdefault(lane(job_id), []).append(job_id)
+    assert all(ids == sorted(ids) for ids in by_lane.values())
     assert all(i.version == 8 and i.variant == uuid.RFC_4122 for i in ids)
     # 90 bits are left to chance: no two ids of a batch share them
     assert len({i.int & ((1 << 96) - 1) for i in ids}) == 10_000
