@@ -21,7 +21,7 @@ import rota
 from rota.cli.main import main
 from rota.executor.service import Executor
 from rota.migrations.runner import upgrade
-from rota.shared.database import listen_channel, make_engine
+from rota.shared.database import BadDatabaseSetting, listen_channel, make_engine
 from rota.shared.queries.jobs_notify import CHANNEL
 from tests.executor_support import claim_as, job_type, store_types
 
@@ -209,3 +209,28 @@ def test_sqlite_refuses_a_schema(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["migrate", "--db", url, "--schema", "x"]) == 2
     assert "SQLite has no schemas" in capsys.readouterr().err
     assert not (tmp_path / "r.db").exists()
+
+
+HOSTILE_SCHEMAS = [
+    # would close the quoted name and run a query of its own (a sleep, a fake job type)
+    'b".job_types WHERE (SELECT pg_sleep(1)::text) IS NULL UNION ALL SELECT NULL::json FROM "b',
+    "b\n",  # `$` of a regular expression matches before a final newline
+    "B",
+]
+
+
+@pytest.mark.parametrize("schema", HOSTILE_SCHEMAS, ids=["injection", "newline", "upper"])
+def test_a_producers_schema_name_never_enters_sql_unchecked(
+    two_schemas: tuple[str, Engine, Engine], schema: str
+) -> None:
+    url, _a, b = two_schemas
+    app = make_engine(url)
+    try:
+        with app.begin() as conn:
+            with pytest.raises(BadDatabaseSetting, match="lower-case letters"):
+                rota.enqueue(conn, "t", schema=schema)
+            with pytest.raises(BadDatabaseSetting, match="lower-case letters"):
+                rota.enqueue_many(conn, [rota.JobRequest("t", dedup_key="k")], schema=schema)
+    finally:
+        app.dispose()
+    assert claim_as(b, "w:1:b", 10) == []

@@ -54,6 +54,16 @@ _OPTIONS_SEARCH_PATH = re.compile(r"-c\s*search_path=(\S+)")
 _SECRET_PARAMS = ("password", "sslpassword")
 
 
+def check_schema_name(schema: str) -> str:
+    """``schema`` if it is a plain name (it is written into SQL text unquoted-safe)."""
+    if not isinstance(schema, str) or not SCHEMA_PATTERN.fullmatch(schema):
+        raise BadDatabaseSetting(
+            f"schema {schema!r}: use 1 to 48 lower-case letters, digits and underscores, "
+            "starting with a letter or underscore"
+        )
+    return schema
+
+
 class DatabaseError(Exception):
     """A database problem a person can fix; the message says how."""
 
@@ -250,11 +260,7 @@ def with_schema(url: URL, schema: str | None) -> URL:
             f"--schema / ROTA_SCHEMA ({schema!r}) is for PostgreSQL; SQLite has no schemas: "
             "use a separate database file instead"
         )
-    if not SCHEMA_PATTERN.match(schema):
-        raise BadDatabaseSetting(
-            f"schema {schema!r}: use 1 to 48 lower-case letters, digits and underscores, "
-            "starting with a letter or underscore"
-        )
+    check_schema_name(schema)
     options = str(url.query.get("options", "") or "")
     options = _OPTIONS_SEARCH_PATH.sub("", options).strip()
     options = f"{options} -csearch_path={schema}".strip()

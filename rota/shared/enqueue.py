@@ -38,6 +38,7 @@ from sqlalchemy import Connection
 
 from rota.shared.backpressure import QueueFull, Submission, check_backpressure
 from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, JobTypeSpec
+from rota.shared.database import check_schema_name
 from rota.shared.ids import new_job_ids
 from rota.shared.queries.job_types import get_job_types
 from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
@@ -126,6 +127,8 @@ def enqueue_many(
     False). Does not commit.
     """
     connection = _connection_of(conn)
+    if schema is not None:
+        check_schema_name(schema)
     wanted = list(requests)
     if not wanted:
         return []

@@ -22,6 +22,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from rota.shared.database import check_schema_name
+
 # The SQLite clock and stored instants share this text form (see shared.sqltime).
 SQLITE_FMT = "%Y-%m-%d %H:%M:%f000"
 _SQLITE_PY_FMT = "%Y-%m-%d %H:%M:%S.%f"
@@ -33,8 +35,12 @@ def in_schema(schema: str | None) -> dict[str, Any]:
 
 
 def qualified(table: str, schema: str | None) -> str:
-    """A table name for SQL text, in ``schema`` when one is given (names are checked plain)."""
-    return table if schema is None else f'"{schema}".{table}'
+    """A table name for SQL text, in ``schema`` when one is given.
+
+    The schema name is checked here, where it enters the text: a producer's
+    ``enqueue(schema=...)`` reaches this without passing the command line's check.
+    """
+    return table if schema is None else f'"{check_schema_name(schema)}".{table}'
 
 
 def is_pg(conn: Connection) -> bool:
