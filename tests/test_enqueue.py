@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -201,3 +202,11 @@ def test_an_engine_instead_of_a_connection_is_refused_clearly(with_job_type: Eng
     with pytest.raises(TypeError, match="Connection or Session, got Engine"):
         enqueue(cast(Connection, with_job_type), "report")
     assert _count(with_job_type) == 0
+
+
+def test_the_api_types_stay_dataclasses(with_job_type: Engine) -> None:
+    # Applications copy requests with dataclasses.replace and serialise results as objects.
+    request = dataclasses.replace(JobRequest("report"), priority=3)
+    with with_job_type.begin() as conn:
+        (result,) = enqueue_many(conn, [request])
+    assert dataclasses.asdict(result) == {"job_id": result.job_id, "created": True}

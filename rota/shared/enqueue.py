@@ -31,8 +31,9 @@ import json
 import sys
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
@@ -66,15 +67,17 @@ class UnknownJobType(LookupError):
         self.name = name
 
 
-# Named tuples, not frozen dataclasses: as immutable, and a producer makes one
-# of each per job (a frozen dataclass of nine fields costs 1.6 us to build, this
-# 0.4 us: at 50,000 jobs/s that is a twentieth of the time).
-class Enqueued(NamedTuple):
+@dataclass(frozen=True)
+class Enqueued:
     job_id: uuid.UUID
     created: bool  # False: a job with the same dedup key already existed
 
 
-class JobRequest(NamedTuple):
+# Not frozen (treat it as immutable all the same: enqueue reads it once): a
+# producer builds one per job, and a frozen dataclass of nine fields costs
+# 1.6 us to build, this 0.4 us (at 50,000 jobs/s, a twentieth of the time).
+@dataclass(slots=True)
+class JobRequest:
     """One job to create with ``enqueue_many``; None takes the job type's value."""
 
     job_type: str

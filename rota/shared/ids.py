@@ -13,24 +13,24 @@ So the layout (an RFC 9562 version 8 UUID, the version for custom layouts):
 =========  ======================================================
 bits       meaning
 =========  ======================================================
-127..120   lane: random, 256 lanes
+127..120   lane: taken in turn from a random one per process (see ``JobIds``)
 119..96    the creation time in milliseconds, modulo 2**24 (wraps every 4.66 h)
 95..0      random, except the version (8) and variant (RFC) bits
 =========  ======================================================
 
-In each lane ids grow with time, so new rows go to 256 insertion points
-(a few MB of index pages, always cached) instead of anywhere. The first eight
-hex digits are the lane and the millisecond: two jobs share them only when
-made in the same millisecond and lane (about one in 60 at 4,000 jobs/s by
-single enqueues; never within one batch, see ``new_job_ids``), or when a
-wrap 4.66 hours apart and the lane coincide, about as rarely as the first
-eight digits of two random ids coincide. 90 bits stay random, so ids made by
-separate processes never collide in practice.
+In each lane ids grow with time, so new rows go to at most 256 insertion
+points (a few MB of index pages, always cached) instead of anywhere. The first eight
+hex digits are the lane and the millisecond: a process gives each id a slot
+of its own (``JobIds``), so two jobs share them only when made by separate
+processes in the same millisecond and lane, or 4.66 hours apart (the wrap)
+in the same lane, about as rarely as the first eight digits of two random
+ids coincide. 90 bits stay random, so ids never collide in practice.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -50,30 +50,65 @@ _LANE_SHIFT = 128 - LANE_BITS
 _LANE_MASK = ((1 << LANE_BITS) - 1) << _LANE_SHIFT
 
 
-def new_job_id(clock: Clock = time.time_ns) -> uuid.UUID:
-    """A fresh job id (see the module docstring for its layout)."""
-    now_ms = clock() // 1_000_000
-    chance = int.from_bytes(os.urandom(16), "big")
-    return uuid.UUID(int=(chance & _RANDOM) | ((now_ms & _TIME_MASK) << _TIME_SHIFT) | _FIXED)
+class JobIds:
+    """Makes this process's job ids: each in a (millisecond, lane) slot never used before.
 
-
-def new_job_ids(count: int, clock: Clock = time.time_ns) -> list[uuid.UUID]:
-    """``count`` fresh job ids for one batch (producers' ``enqueue_many``).
-
-    The batch takes the lanes in turn from a random one, and a millisecond
-    per round of 256: no two ids of a batch share their first eight hex digits,
-    and a thousand ids take 4 ms of the stamp, far less than the time to
-    insert them, so the next batch does not reuse those stamps either.
+    Ids take the lanes in turn from a random one, a round of 256 per
+    millisecond: ids made in the same millisecond (a scheduler tick making
+    2,000 occurrences, an ``enqueue_many`` batch) get different lanes, and a
+    round that fills a millisecond's 256 lanes goes on into the next
+    millisecond, ahead of the clock until the clock catches up (a thousand ids
+    take 4 ms of stamps, far less than the time to insert them). So no two ids
+    of one process share their first eight hex digits within 4.66 hours. Ids
+    of separate processes made in the same millisecond share them when their
+    lanes coincide (one in 256). Thread-safe.
     """
-    now_ms = clock() // 1_000_000
-    pool = os.urandom(16 * count + 1)
-    first_lane = pool[-1]
-    from_bytes = int.from_bytes
-    make = uuid.UUID
-    ids = []
-    for i in range(count):
-        lane = (first_lane + i) & 0xFF
-        stamp = (now_ms + (i >> LANE_BITS)) & _TIME_MASK
-        chance = from_bytes(pool[16 * i : 16 * i + 16], "big") & _RANDOM & ~_LANE_MASK
-        ids.append(make(int=chance | (lane << _LANE_SHIFT) | (stamp << _TIME_SHIFT) | _FIXED))
-    return ids
+
+    def __init__(self, clock: Clock = time.time_ns) -> None:
+        self._clock = clock
+        self._ms = -1  # the millisecond of the newest slot given
+        self._used = 0  # slots given in it
+        self.reseed()
+
+    def reseed(self) -> None:
+        """A new first lane (and lock): a forked child is another process."""
+        self._lock = threading.Lock()
+        self._first_lane = int.from_bytes(os.urandom(1), "big")
+
+    def make(self, count: int) -> list[uuid.UUID]:
+        """``count`` fresh ids in consecutive slots."""
+        now_ms = self._clock() // 1_000_000
+        with self._lock:
+            if now_ms > self._ms:
+                self._ms, self._used = now_ms, 0
+            ms, used = self._ms, self._used
+            end = used + count
+            self._ms += end >> LANE_BITS
+            self._used = end & 0xFF
+        pool = os.urandom(16 * count)
+        from_bytes = int.from_bytes
+        make = uuid.UUID
+        first_lane = self._first_lane
+        ids = []
+        for i in range(count):
+            at = used + i
+            lane = (first_lane + at) & 0xFF
+            stamp = (ms + (at >> LANE_BITS)) & _TIME_MASK
+            chance = from_bytes(pool[16 * i : 16 * i + 16], "big") & _RANDOM & ~_LANE_MASK
+            ids.append(make(int=chance | (lane << _LANE_SHIFT) | (stamp << _TIME_SHIFT) | _FIXED))
+        return ids
+
+
+_process_ids = JobIds()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_process_ids.reseed)
+
+
+def new_job_id() -> uuid.UUID:
+    """A fresh job id (see the module docstring for its layout)."""
+    return _process_ids.make(1)[0]
+
+
+def new_job_ids(count: int) -> list[uuid.UUID]:
+    """``count`` fresh job ids for one batch, under one lock."""
+    return _process_ids.make(count)
