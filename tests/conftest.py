@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import uuid
 import warnings
@@ -22,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from rota.migrations.runner import upgrade
 from rota.shared.database import make_engine
+from tests.executor_support import Executors, alive
 from tests.pgserver_setup import find_postgres
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -124,3 +126,21 @@ def _restore_logging() -> Iterator[None]:
         root.removeHandler(handler)
     root.setLevel(level)
     threading.excepthook, warnings.showwarning = hook, showwarning
+
+
+@pytest.fixture
+def executors(db_url: str, tmp_path: Path) -> Iterator[Executors]:
+    """``rota executor`` processes on ``db_url``; whatever is left is killed at the end."""
+    ex = Executors(db_url, tmp_path)
+    yield ex
+    ex.stop_all()
+
+
+@pytest.fixture
+def pids() -> Iterator[list[int]]:
+    """Pids a test saw; whatever of them still lives at the end is killed."""
+    seen: list[int] = []
+    yield seen
+    for pid in seen:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -130,3 +132,53 @@ def running_executors(engine: Engine) -> Iterator[Callable[..., Executor]]:
             stop.set()
         for _, t in running:
             t.join(15)
+
+
+class Executors:
+    """Starts ``rota executor`` processes; kills whatever is left at the end."""
+
+    def __init__(self, db_url: str, logdir: Path) -> None:
+        self.db_url = db_url
+        self.logdir = logdir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *options: str, ready: bool = False) -> subprocess.Popen[bytes]:
+        """Start one; with ``ready``, return once it runs (signal handlers installed)."""
+        path = self.logdir / f"executor-{len(self.procs)}.log"
+        log = open(path, "wb")  # noqa: SIM115
+        level = "INFO" if ready else "WARNING"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rota.cli.main", "executor", "--log-level", level, *options],
+            cwd=REPO_ROOT,
+            env=subprocess_env(self.db_url),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.procs.append(proc)
+        if ready:
+            wait_for(
+                lambda: "event=executor_started" in path.read_text() or proc.poll() is not None,
+                timeout=30,
+                what="the executor to start",
+            )
+            assert proc.poll() is None, path.read_text()
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.logdir.glob("executor-*.log")))
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -30,6 +30,7 @@ from rota.shared.config.model import Backoff, Isolation, JobTypeSpec
 from rota.shared.queries.jobs_control import request_cancel
 from tests.executor_support import (
     add_jobs,
+    alive,
     attempt_rows,
     job_row,
     job_type,
@@ -47,23 +48,6 @@ StartExecutor = Callable[..., Executor]
 def start_executor(engine: Engine) -> Iterator[StartExecutor]:
     with running_executors(engine) as start:
         yield start
-
-
-@pytest.fixture
-def pids() -> Iterator[list[int]]:
-    seen: list[int] = []
-    yield seen
-    for pid in seen:
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def lines(path: Path) -> list[str]:

@@ -15,10 +15,8 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,67 +25,19 @@ from sqlalchemy import Engine, select
 
 from rota.shared.models import job_attempts, jobs
 from tests.executor_support import (
-    REPO_ROOT,
+    Executors,
     add_jobs,
     attempt_rows,
     job_row,
     job_type,
     states,
     store_types,
-    subprocess_env,
     wait_for,
 )
 
 pytestmark = pytest.mark.slow
 
 H = "tests.handlers_exec"
-
-
-class Executors:
-    """Starts ``rota executor`` processes; kills whatever is left at the end."""
-
-    def __init__(self, db_url: str, logdir: Path) -> None:
-        self.db_url = db_url
-        self.logdir = logdir
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, *options: str, ready: bool = False) -> subprocess.Popen[bytes]:
-        """Start one; with ``ready``, return once it runs (signal handlers installed)."""
-        path = self.logdir / f"executor-{len(self.procs)}.log"
-        log = open(path, "wb")  # noqa: SIM115
-        level = "INFO" if ready else "WARNING"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rota.cli.main", "executor", "--log-level", level, *options],
-            cwd=REPO_ROOT,
-            env=subprocess_env(self.db_url),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        self.procs.append(proc)
-        if ready:
-            wait_for(
-                lambda: "event=executor_started" in path.read_text() or proc.poll() is not None,
-                timeout=30,
-                what="the executor to start",
-            )
-            assert proc.poll() is None, path.read_text()
-        return proc
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text() for p in sorted(self.logdir.glob("executor-*.log")))
-
-    def stop_all(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait(10)
-
-
-@pytest.fixture
-def executors(db_url: str, tmp_path: Path) -> Iterator[Executors]:
-    ex = Executors(db_url, tmp_path)
-    yield ex
-    ex.stop_all()
 
 
 def test_several_processes_run_every_job_exactly_once(

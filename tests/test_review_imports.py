@@ -11,24 +11,13 @@ pressed Ctrl-C. Either way the other job types' jobs never ran.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine
 
 from rota.shared.config.model import Isolation
-from tests.executor_support import add_jobs, job_type, states, store_types, wait_for
-from tests.test_executor_processes import Executors
+from tests.executor_support import Executors, add_jobs, job_type, states, store_types, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def executors(db_url: str, tmp_path: Path) -> Iterator[Executors]:
-    ex = Executors(db_url, tmp_path)
-    yield ex
-    ex.stop_all()
 
 
 def test_handler_modules_failing_at_import_never_stop_the_executor(

@@ -9,36 +9,15 @@ re-parented to init, while the sweeper hands the job to another executor.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
 from rota.shared.config.model import Isolation
-from tests.executor_support import add_jobs, job_type, store_types, wait_for
-from tests.test_executor_processes import Executors
-from tests.test_shutdown_lifecycle import alive
+from tests.executor_support import Executors, add_jobs, alive, job_type, store_types, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def executors(db_url: str, tmp_path: Path) -> Iterator[Executors]:
-    ex = Executors(db_url, tmp_path)
-    yield ex
-    ex.stop_all()
-
-
-@pytest.fixture
-def pids() -> Iterator[list[int]]:
-    seen: list[int] = []
-    yield seen
-    for pid in seen:
-        if alive(pid):
-            import os
-
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_command_grandchild_dies_with_its_sigkilled_executor(

@@ -12,10 +12,8 @@
 from __future__ import annotations
 
 import itertools
-import os
 import signal
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,46 +24,20 @@ from rota.cli.main import main
 from rota.executor.service import DEFAULT_DRAIN_TIMEOUT
 from rota.shared.config.model import Backoff, Isolation
 from tests.executor_support import (
+    Executors,
     add_jobs,
+    alive,
     attempt_rows,
     job_row,
     job_type,
     store_types,
     wait_for,
 )
-from tests.test_executor_processes import Executors
 
 pytestmark = pytest.mark.slow
 
 H = "tests.handlers_lifecycle"
 FAST_RETRY = Backoff(base=timedelta(milliseconds=10), max=timedelta(milliseconds=20))
-
-
-@pytest.fixture
-def executors(db_url: str, tmp_path: Path) -> Iterator[Executors]:
-    ex = Executors(db_url, tmp_path)
-    yield ex
-    ex.stop_all()
-
-
-@pytest.fixture
-def pids() -> Iterator[list[int]]:
-    """Pids a test saw; whatever of them still lives at the end is killed."""
-    seen: list[int] = []
-    yield seen
-    for pid in seen:
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def runs(path: Path) -> list[list[str]]:
