@@ -136,7 +136,7 @@ def enqueue_many(
     if not wanted:
         return []
     for i, r in enumerate(wanted):
-        if type(r) is not JobRequest and not isinstance(r, JobRequest):
+        if not isinstance(r, JobRequest):
             raise TypeError(f"request {i}: expected a rota.JobRequest, got {type(r).__name__}")
         check_text("job_type", r.job_type, NAME_MAX)
     specs = get_job_types(connection, {r.job_type for r in wanted}, schema=schema)
@@ -210,49 +210,31 @@ def _new_job(
     if spec is None:
         raise UnknownJobType(r.job_type)
     try:
-        run_after = r.run_after
-        if run_after is not None and (
-            not isinstance(run_after, datetime) or run_after.tzinfo is None
+        if r.run_after is not None and (
+            not isinstance(r.run_after, datetime) or r.run_after.tzinfo is None
         ):
             raise ValueError("run_after must be an aware datetime (with a time zone)")
-        priority = r.priority
-        priority = (
-            spec.priority
-            if priority is None
-            else check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
-        )
-        attempts = r.max_attempts
-        attempts = (
-            spec.max_attempts
-            if attempts is None
-            else check_int("max_attempts", attempts, 1, MAX_ATTEMPTS_MAX)
-        )
-        encoded = None if r.args is None else args_json(r.args)
+        priority = check_int("priority", r.priority, PRIORITY_MIN, PRIORITY_MAX)
+        attempts = check_int("max_attempts", r.max_attempts, 1, MAX_ATTEMPTS_MAX)
+        encoded = args_json(r.args)
         if encoded is not None and spec.command is not None:
             problem = command_args_problem(json.loads(encoded))
             if problem is not None:
                 raise ValueError(problem)
         # Built directly, not through NewJob.of_type: this runs once per job of a batch.
-        # The optional texts are checked only when given (most requests give none).
         return NewJob(
             job_type=spec.name,
             pool=spec.pool,
-            max_attempts=attempts,
+            max_attempts=spec.max_attempts if attempts is None else attempts,
             lease_seconds=spec.lease.total_seconds(),
             idempotent=spec.idempotent,
-            priority=priority,
-            payload_ref=None
-            if r.payload_ref is None
-            else check_text("payload_ref", r.payload_ref, None),
+            priority=spec.priority if priority is None else priority,
+            payload_ref=check_text("payload_ref", r.payload_ref, None),
             args_json=encoded,
-            dedup_key=None
-            if r.dedup_key is None
-            else check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
-            run_after=run_after,
-            tenant=None if r.tenant is None else check_text("tenant", r.tenant, NAME_MAX),
-            concurrency_key=None
-            if r.concurrency_key is None
-            else check_text("concurrency_key", r.concurrency_key, NAME_MAX),
+            dedup_key=check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
+            run_after=r.run_after,
+            tenant=check_text("tenant", r.tenant, NAME_MAX),
+            concurrency_key=check_text("concurrency_key", r.concurrency_key, NAME_MAX),
             job_id=job_id,
         )
     except ValueError as exc:

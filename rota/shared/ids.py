@@ -41,13 +41,15 @@ LANE_BITS = 8
 TIME_BITS = 24
 _TIME_SHIFT = 128 - LANE_BITS - TIME_BITS
 _TIME_MASK = (1 << TIME_BITS) - 1
-_VERSION_BITS = 0xF << 76
-_VARIANT_BITS = 0x3 << 62
-# The bits left to chance: all but the time, the version and the variant.
-_RANDOM = ((1 << 128) - 1) & ~(_TIME_MASK << _TIME_SHIFT) & ~_VERSION_BITS & ~_VARIANT_BITS
-_FIXED = (0x8 << 76) | (0x2 << 62)  # version 8, variant 0b10 (RFC 9562)
 _LANE_SHIFT = 128 - LANE_BITS
 _LANE_MASK = ((1 << LANE_BITS) - 1) << _LANE_SHIFT
+_VERSION_BITS = 0xF << 76
+_VARIANT_BITS = 0x3 << 62
+# The bits left to chance: all but the lane, the time, the version and the variant.
+_RANDOM = (
+    ((1 << 128) - 1) & ~_LANE_MASK & ~(_TIME_MASK << _TIME_SHIFT) & ~_VERSION_BITS & ~_VARIANT_BITS
+)
+_FIXED = (0x8 << 76) | (0x2 << 62)  # version 8, variant 0b10 (RFC 9562)
 
 
 class JobIds:
@@ -94,7 +96,7 @@ class JobIds:
             at = used + i
             lane = (first_lane + at) & 0xFF
             stamp = (ms + (at >> LANE_BITS)) & _TIME_MASK
-            chance = from_bytes(pool[16 * i : 16 * i + 16], "big") & _RANDOM & ~_LANE_MASK
+            chance = from_bytes(pool[16 * i : 16 * i + 16], "big") & _RANDOM
             ids.append(make(int=chance | (lane << _LANE_SHIFT) | (stamp << _TIME_SHIFT) | _FIXED))
         return ids
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 ARGS_MAX_BYTES = 1_000_000  # "small JSON": a large payload belongs behind payload_ref
 ARGS_MAX_DEPTH = 64
@@ -127,10 +127,6 @@ def check_text(field: str, value: object, max_chars: int | None) -> str | None:
     return value
 
 
-@overload
-def check_int(field: str, value: int, lo: int, hi: int) -> int: ...
-@overload
-def check_int(field: str, value: object, lo: int, hi: int) -> int | None: ...
 def check_int(field: str, value: object, lo: int, hi: int) -> int | None:
     if value is None:
         return None
