@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -182,3 +183,22 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def assert_dies_with_its_executor(
+    executors: Executors, pids: list[int], what: str, pid_of: Callable[[], int | None]
+) -> None:
+    """Start an executor, wait until ``pid_of()`` names the process under test (a
+    command, a child, a grandchild), SIGKILL the executor: that process must go too."""
+    proc = executors.start("--poll-interval", "0.1")
+    pid: int = wait_for(pid_of, timeout=30, what=f"the {what} to start")
+    pids.append(pid)
+    assert pid != proc.pid and alive(pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    wait_for(lambda: not alive(pid), timeout=10, what=f"the {what} (pid {pid}) to die")
+
+
+def pid_in(path: Path) -> int | None:
+    """The pid a test's process wrote to ``path``, once it has."""
+    return int(path.read_text()) if path.exists() else None

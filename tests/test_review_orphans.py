@@ -8,19 +8,25 @@ re-parented to init, while the sweeper hands the job to another executor.
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
 from rota.shared.config.model import Isolation
-from tests.executor_support import Executors, add_jobs, alive, job_type, store_types, wait_for
+from tests.executor_support import (
+    Executors,
+    add_jobs,
+    assert_dies_with_its_executor,
+    job_type,
+    pid_in,
+    store_types,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_command_grandchild_dies_with_its_sigkilled_executor(
+def test_a_command_grandchild_assert_dies_with_its_executor(
     engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
 ) -> None:
     pidfile = tmp_path / "grandchild.pid"
@@ -32,17 +38,10 @@ def test_a_command_grandchild_dies_with_its_sigkilled_executor(
     )
     store_types(engine, spec)
     add_jobs(engine, spec)
-    proc = executors.start("--poll-interval", "0.1")
-    wait_for(pidfile.exists, timeout=30, what="the command to start")
-    pid = int(pidfile.read_text())
-    pids.append(pid)
-    assert alive(pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    wait_for(lambda: not alive(pid), timeout=10, what=f"the grandchild (pid {pid}) to die")
+    assert_dies_with_its_executor(executors, pids, "grandchild", lambda: pid_in(pidfile))
 
 
-def test_an_isolated_handlers_helper_dies_with_its_sigkilled_executor(
+def test_an_isolated_handlers_helper_assert_dies_with_its_executor(
     engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
 ) -> None:
     pidfile = tmp_path / "helper.pid"
@@ -51,11 +50,4 @@ def test_an_isolated_handlers_helper_dies_with_its_sigkilled_executor(
     )
     store_types(engine, spec)
     add_jobs(engine, spec, args={"file": str(pidfile)})
-    proc = executors.start("--poll-interval", "0.1")
-    wait_for(pidfile.exists, timeout=30, what="the helper to start")
-    pid = int(pidfile.read_text())
-    pids.append(pid)
-    assert alive(pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    wait_for(lambda: not alive(pid), timeout=10, what=f"the helper (pid {pid}) to die")
+    assert_dies_with_its_executor(executors, pids, "helper", lambda: pid_in(pidfile))

@@ -27,9 +27,11 @@ from tests.executor_support import (
     Executors,
     add_jobs,
     alive,
+    assert_dies_with_its_executor,
     attempt_rows,
     job_row,
     job_type,
+    pid_in,
     store_types,
     wait_for,
 )
@@ -157,7 +159,7 @@ def test_the_default_drain_timeout_fits_kubernetes_grace_period(
     assert "default 25, inside Kubernetes' 30 s grace" in " ".join(capsys.readouterr().out.split())
 
 
-def test_a_command_child_dies_with_its_sigkilled_executor(
+def test_a_command_child_assert_dies_with_its_executor(
     engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
 ) -> None:
     pidfile = tmp_path / "child.pid"
@@ -169,31 +171,19 @@ def test_a_command_child_dies_with_its_sigkilled_executor(
     )
     store_types(engine, spec)
     add_jobs(engine, spec)
-    proc = executors.start("--poll-interval", "0.1")
-    wait_for(pidfile.exists, timeout=30, what="the command to start")
-    pid = int(pidfile.read_text())
-    pids.append(pid)
-    assert alive(pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    wait_for(lambda: not alive(pid), timeout=10, what=f"the command (pid {pid}) to die")
+    assert_dies_with_its_executor(executors, pids, "command", lambda: pid_in(pidfile))
 
 
-def test_a_process_isolated_child_dies_with_its_sigkilled_executor(
+def test_a_process_isolated_child_assert_dies_with_its_executor(
     engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
 ) -> None:
     out = tmp_path / "runs.txt"
     spec = job_type("iso", handler=f"{H}:pid_then_wait", isolation=Isolation.PROCESS)
     store_types(engine, spec)
     add_jobs(engine, spec, args={"file": str(out)})
-    proc = executors.start("--poll-interval", "0.1")
-    wait_for(lambda: runs(out), timeout=30, what="the child to start")
-    pid = int(runs(out)[0][1])
-    pids.append(pid)
-    assert pid != proc.pid and alive(pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    wait_for(lambda: not alive(pid), timeout=10, what=f"the child (pid {pid}) to die")
+    assert_dies_with_its_executor(
+        executors, pids, "child", lambda: int(runs(out)[0][1]) if runs(out) else None
+    )
 
 
 def test_nothing_is_left_running_after_a_graceful_stop(
