@@ -6,6 +6,8 @@ and materialisation three times slower at ten million finished jobs).
 
 from __future__ import annotations
 
+import copy
+import pickle
 import time
 import uuid
 
@@ -96,3 +98,19 @@ def test_a_batch_takes_the_lanes_in_turn_a_millisecond_per_round() -> None:
     assert len({lane(i) for i in made}) == 256
     first = (T // MS) % 2**24
     assert [stamp(i) for i in made] == [first + k // 256 for k in range(1_000)]
+
+
+def test_an_id_is_an_ordinary_uuid_in_every_way_a_caller_uses_one() -> None:
+    """The ids are built from their two slots, not through ``UUID.__init__``."""
+    for made in JobIds().make(50):
+        parsed = uuid.UUID(str(made))
+        assert type(made) is uuid.UUID
+        assert made == parsed and hash(made) == hash(parsed)
+        assert not made != parsed  # noqa: SIM202 (__ne__ is a method of its own)
+        assert made.int == parsed.int and made.bytes == parsed.bytes and made.hex == parsed.hex
+        assert repr(made) == repr(parsed)
+        assert made.version == 8 and made.variant == uuid.RFC_4122
+        assert made.is_safe is uuid.SafeUUID.unknown
+        assert pickle.loads(pickle.dumps(made)) == made
+        assert copy.deepcopy(made) == made
+        assert {made: 1}[parsed] == 1
