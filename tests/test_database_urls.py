@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from rota.cli.main import main
@@ -147,3 +148,14 @@ def test_a_password_in_the_query_string_is_never_shown(fresh_pg_url: str) -> Non
         done = run_cli("migrate", env={"ROTA_DATABASE_URL": url})
         assert done.returncode == 0, done.stderr
         assert leaks(done.stdout + done.stderr) == [], done.stdout + done.stderr
+
+
+def test_an_autocommit_connection_keeps_what_it_writes(engine: Engine) -> None:
+    """SQLite's engine begins every transaction itself (BEGIN IMMEDIATE), but
+    SQLAlchemy never commits an AUTOCOMMIT connection: it must not begin one."""
+    autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+    with autocommit.connect() as conn:
+        conn.exec_driver_sql("CREATE TABLE kept (n integer)")
+        conn.exec_driver_sql("INSERT INTO kept VALUES (1)")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM kept").scalar_one() == 1

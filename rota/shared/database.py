@@ -369,6 +369,10 @@ def _sqlite_engine(url: URL) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
+        # SQLAlchemy never commits an AUTOCOMMIT connection: a BEGIN there
+        # would hold every write until the connection closed, then lose it.
+        if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
