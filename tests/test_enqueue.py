@@ -8,15 +8,27 @@ from typing import cast
 
 import pytest
 from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rota.shared.config.model import JobTypeSpec
-from rota.shared.enqueue import JobRequest, UnknownJobType, enqueue, enqueue_many
+from rota.shared.database import make_engine
+from rota.shared.enqueue import (
+    PIPELINE_BATCH,
+    JobRequest,
+    UnknownJobType,
+    enqueue,
+    enqueue_many,
+)
 from rota.shared.models import jobs
 from rota.shared.queries.job_types import upsert_job_types
 
 
-@pytest.fixture
+@pytest.fixture(name="with_job_type")
+def with_job_type_fixture(engine: Engine) -> Engine:
+    return with_job_type(engine)
+
+
 def with_job_type(engine: Engine) -> Engine:
     with engine.begin() as conn:
         upsert_job_types(conn, [JobTypeSpec(name="report", handler="m:f", max_attempts=3)])
@@ -210,3 +222,103 @@ def test_the_api_types_stay_dataclasses(with_job_type: Engine) -> None:
     with with_job_type.begin() as conn:
         (result,) = enqueue_many(conn, [request])
     assert dataclasses.asdict(result) == {"job_id": result.job_id, "created": True}
+
+
+# -- big batches: on PostgreSQL, sent in pipelined INSERTs of PIPELINE_BATCH ------------
+
+BIG = 4 * PIPELINE_BATCH + 7  # five INSERTs, the last one short
+
+
+@pytest.mark.parametrize("position", [0, PIPELINE_BATCH + 1, BIG - 1])
+def test_a_bad_value_anywhere_in_a_big_batch_leaves_nothing_though_the_caller_commits(
+    with_job_type: Engine, position: int
+) -> None:
+    """Checked batch by batch while earlier ones are inserted: those are taken back."""
+    requests = [JobRequest("report", args={"i": i}) for i in range(BIG)]
+    requests[position] = JobRequest("report", args={"i": float("nan")})
+    with with_job_type.begin() as conn:
+        with pytest.raises(ValueError, match=f"^request {position}: .*JSON cannot represent"):
+            enqueue_many(conn, requests)
+        # The caller's transaction goes on, and what it does next is kept.
+        enqueue(conn, "report", dedup_key="the caller's next job")
+    with with_job_type.connect() as conn:
+        keys = conn.execute(select(jobs.c.dedup_key)).scalars().all()
+    assert keys == ["the caller's next job"]
+
+
+def test_a_big_batch_is_stored_whole_each_row_with_its_own_values(with_job_type: Engine) -> None:
+    # Columns shared by one INSERT's rows but not the next one's, and the reverse.
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    requests = [
+        JobRequest(
+            "report",
+            args={"i": i},
+            tenant=None if i < 2 * PIPELINE_BATCH else f"t{i % 3}",
+            priority=i % 7 if i < PIPELINE_BATCH else 1,
+            run_after=t0 + timedelta(seconds=i) if i % 2 else None,
+        )
+        for i in range(BIG)
+    ]
+    with with_job_type.begin() as conn:
+        got = enqueue_many(conn, requests)
+    assert len(got) == BIG and all(g.created for g in got)
+    assert len({g.job_id for g in got}) == BIG
+    with with_job_type.connect() as conn:
+        rows = {r.job_id: r for r in conn.execute(select(jobs))}
+    assert len(rows) == BIG
+    for request, g in zip(requests, got, strict=True):
+        row = rows[g.job_id]
+        assert row.args == request.args
+        assert row.tenant == request.tenant
+        assert row.priority == request.priority
+        assert row.state == "QUEUED" and row.max_attempts == 3
+        if request.run_after is not None:
+            assert row.run_after == request.run_after
+        else:
+            assert row.run_after < t0
+
+
+def test_a_big_batch_on_an_autocommit_connection_is_still_all_or_nothing(
+    with_job_type: Engine,
+) -> None:
+    """No transaction to take batches back in: the jobs go in one statement."""
+    requests = [JobRequest("report", args={"i": i}) for i in range(BIG)]
+    bad = [*requests[:-1], JobRequest("report", priority=10**20)]
+    autocommit = with_job_type.execution_options(isolation_level="AUTOCOMMIT")
+    with autocommit.connect() as conn, pytest.raises(ValueError, match=f"^request {BIG - 1}: "):
+        enqueue_many(conn, bad)
+    assert _count(with_job_type) == 0
+    with autocommit.connect() as conn:
+        assert len(enqueue_many(conn, requests)) == BIG
+    assert _count(with_job_type) == BIG
+
+
+def test_a_big_batch_with_a_session(with_job_type: Engine) -> None:
+    with Session(with_job_type) as session:
+        got = enqueue_many(session, [JobRequest("report") for _ in range(BIG)])
+        session.commit()
+    assert len({g.job_id for g in got}) == BIG
+    assert _count(with_job_type) == BIG
+
+
+def test_a_database_error_in_a_big_batch_is_raised_as_sqlalchemy_raises_it(
+    fresh_pg_url: str,
+) -> None:
+    """Refused by PostgreSQL (here a constraint the operator added), not by rota's checks."""
+    engine = make_engine(fresh_pg_url)
+    try:
+        _refused_by_the_database(with_job_type(engine))
+    finally:
+        engine.dispose()
+
+
+def _refused_by_the_database(with_job_type: Engine) -> None:
+    with with_job_type.begin() as conn:
+        conn.exec_driver_sql(
+            "ALTER TABLE jobs ADD CONSTRAINT no_777 CHECK ((args->>'i') IS DISTINCT FROM '777')"
+        )
+    requests = [JobRequest("report", args={"i": i}) for i in range(BIG)]
+    with pytest.raises(IntegrityError, match="no_777") as caught, with_job_type.begin() as conn:
+        enqueue_many(conn, requests)
+    assert getattr(caught.value.orig, "sqlstate", None) == "23514"  # check_violation
+    assert _count(with_job_type) == 0

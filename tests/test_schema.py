@@ -121,6 +121,11 @@ def test_an_application_connection_enqueues_into_rotas_schema(
             one = rota.enqueue(conn, "t", dedup_key="order-1", schema="b")
             again = rota.enqueue(conn, "t", dedup_key="order-1", schema="b")
             many = rota.enqueue_many(conn, [rota.JobRequest("t")] * 3, schema="b")
+            # Big enough to go in pipelined INSERTs; a bad last value takes them back.
+            big = rota.enqueue_many(conn, [rota.JobRequest("t")] * 450, schema="b")
+            bad = [rota.JobRequest("t")] * 449 + [rota.JobRequest("t", priority=10**9)]
+            with pytest.raises(ValueError, match="request 449: priority"):
+                rota.enqueue_many(conn, bad, schema="b")
         with pytest.raises(ProgrammingError, match="does not exist"), app.begin() as conn:
             rota.enqueue(conn, "t")  # without the schema: public holds no rota tables
     except Exception:
@@ -129,8 +134,9 @@ def test_an_application_connection_enqueues_into_rotas_schema(
     app.dispose()
     assert one.created and not again.created and again.job_id == one.job_id
     assert len({m.job_id for m in many}) == 3
+    assert len({m.job_id for m in big}) == 450
     assert claim_as(a, "w:1:a", 10) == []
-    assert len(claim_as(b, "w:1:b", 10)) == 4
+    assert len(claim_as(b, "w:1:b", 1000)) == 4 + 450
 
 
 def _notifications(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:

@@ -10,7 +10,9 @@ The jobs commit or roll back with the caller's business change. With a
 ``dedup_key`` a second call returns the existing job instead of a second one.
 A SQLAlchemy ``Session`` works too (its current connection is used).
 ``enqueue_many`` creates any number of jobs, of one or several types, in one
-INSERT statement: the producer API for thousands at once.
+INSERT statement, or for a big batch of jobs without dedup keys on
+PostgreSQL, in pipelined INSERTs of ``PIPELINE_BATCH``: the producer API for
+thousands at once.
 
 Every value is checked before anything is written (``rota.shared.values``): a
 bad one raises ``ValueError`` naming the field and the request's position,
@@ -30,7 +32,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -42,7 +44,13 @@ from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MI
 from rota.shared.database import check_schema_name
 from rota.shared.ids import new_job_ids
 from rota.shared.queries.job_types import get_job_types
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip, job_ids_by_dedup_keys
+from rota.shared.queries.jobs_insert import (
+    NewJob,
+    can_pipeline,
+    insert_jobs_or_skip,
+    insert_keyless_jobs_pipelined,
+    job_ids_by_dedup_keys,
+)
 from rota.shared.values import args_json, check_int, check_text, command_args_problem
 
 if TYPE_CHECKING:
@@ -51,6 +59,8 @@ if TYPE_CHECKING:
 # Column widths of the jobs table (rota.shared.models).
 DEDUP_KEY_MAX = 400
 NAME_MAX = 200
+# Jobs per INSERT when a call's jobs are pipelined (``insert_keyless_jobs_pipelined``).
+PIPELINE_BATCH = 200
 
 
 __all__ = ["Enqueued", "JobRequest", "QueueFull", "UnknownJobType", "enqueue", "enqueue_many"]
@@ -123,7 +133,7 @@ def enqueue(
 def enqueue_many(
     conn: Connection | Session, requests: Iterable[JobRequest], *, schema: str | None = None
 ) -> list[Enqueued]:
-    """Create many jobs in one statement; one ``Enqueued`` per request, in order.
+    """Create many jobs at once; one ``Enqueued`` per request, in order.
 
     Requests that share a ``(job_type, dedup_key)`` with an existing job, or
     with an earlier request of the same call, return that job (``created``
@@ -142,6 +152,10 @@ def enqueue_many(
     specs = get_job_types(connection, {r.job_type for r in wanted}, schema=schema)
     n = len(wanted)
     ids = new_job_ids(n)
+    if n > PIPELINE_BATCH and _pipelines(connection, wanted, specs):
+        batches = _checked_batches(wanted, specs, ids)
+        insert_keyless_jobs_pipelined(connection, batches, schema=schema)
+        return [Enqueued(job_id, True) for job_id in ids]
     new_jobs = [_new_job(r, specs, i, n, ids[i]) for i, r in enumerate(wanted)]
     _refuse_past_limits(connection, specs, new_jobs, schema)
     inserted = insert_jobs_or_skip(connection, new_jobs, schema=schema)
@@ -161,6 +175,33 @@ def enqueue_many(
             assert j.dedup_key is not None, "an insert without a dedup key cannot conflict"
             results.append(Enqueued(existing[(j.job_type, j.dedup_key)], created=False))
     return results
+
+
+def _pipelines(
+    connection: Connection, wanted: list[JobRequest], specs: Mapping[str, JobTypeSpec]
+) -> bool:
+    """Whether the jobs can be sent in pipelined batches (``insert_keyless_jobs_pipelined``).
+
+    Only jobs that cannot conflict (no dedup key: all are created), of known
+    types without queue limits (no count to take first), in a transaction.
+    """
+    for r in wanted:
+        if r.dedup_key is not None:
+            return False
+        spec = specs.get(r.job_type)
+        if spec is None or spec.has_limits:
+            return False
+    return can_pipeline(connection)
+
+
+def _checked_batches(
+    wanted: list[JobRequest], specs: Mapping[str, JobTypeSpec], ids: list[uuid.UUID]
+) -> Iterator[list[NewJob]]:
+    """The jobs in batches of ``PIPELINE_BATCH``, each checked as it is taken."""
+    n = len(wanted)
+    for start in range(0, n, PIPELINE_BATCH):
+        chunk = wanted[start : start + PIPELINE_BATCH]
+        yield [_new_job(r, specs, i, n, ids[i]) for i, r in enumerate(chunk, start)]
 
 
 def _connection_of(conn: object) -> Connection:

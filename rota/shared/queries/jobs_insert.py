@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, tuple_
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import DBAPIError
 
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.ids import new_job_id
@@ -188,10 +189,106 @@ def insert_jobs_or_skip(
     return set(conn.execute(_SQLITE_INSERT, params, execution_options=in_schema(schema)).scalars())
 
 
+def can_pipeline(conn: Connection) -> bool:
+    """Whether ``insert_keyless_jobs_pipelined`` may be used on ``conn``.
+
+    PostgreSQL, inside a transaction: the inserts of a failed call can then be
+    taken back before anyone sees them. An autocommit connection would commit
+    each batch as it went.
+    """
+    if conn.dialect.name != "postgresql":
+        return False
+    driver = conn.connection.driver_connection
+    return driver is not None and not driver.autocommit
+
+
+def insert_keyless_jobs_pipelined(
+    conn: Connection, batches: Iterable[Sequence[NewJob]], *, schema: str | None = None
+) -> None:
+    """Insert batches of jobs without dedup keys, each sent while the next one is made.
+
+    ``batches`` is lazy: the producer checks a batch's values as it is
+    iterated. In PostgreSQL's pipeline mode a batch's INSERT goes out at once
+    and the database inserts it while Python checks and encodes the next
+    (a producer's Python and the database's work on the rows were each about
+    half of ``enqueue_many``'s time; in turn they took the sum, side by side
+    the larger). The results are read once, at the end.
+
+    No key, no conflict: every row is inserted or the statement fails. If
+    making a batch raises (a bad value in it), the batches already sent are
+    deleted again before the error goes on: nothing of the call remains, as if
+    nothing had been sent. Only where ``can_pipeline(conn)``.
+    """
+    import psycopg  # the PostgreSQL driver: loaded already when conn is PostgreSQL
+
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection)
+    sent: list[uuid.UUID] = []
+    cursors: list[tuple[psycopg.Cursor[Any], int]] = []
+    try:
+        try:
+            with driver.pipeline():
+                for new_jobs in batches:
+                    params, uniform = _pg_batch(new_jobs)
+                    cursor = driver.cursor()
+                    cursor.execute(_pg_insert(schema, uniform, keyless=True), params)
+                    cursors.append((cursor, len(new_jobs)))
+                    sent.extend(params["job_id"])
+        except psycopg.Error as exc:
+            # As SQLAlchemy raises it everywhere else (IntegrityError, OperationalError, ...).
+            raise DBAPIError.instance(
+                "INSERT INTO jobs (pipelined)", None, exc, psycopg.Error, hide_parameters=True
+            ) from exc
+    except BaseException:
+        if sent and not driver.closed and _in_good_transaction(driver):
+            conn.exec_driver_sql(_pg_delete(schema), {"ids": sent})
+        raise
+    for cursor, count in cursors:
+        if cursor.rowcount != count:
+            raise RuntimeError(f"inserted {cursor.rowcount} of {count} keyless jobs")
+
+
+def _in_good_transaction(driver: Any) -> bool:
+    import psycopg
+
+    return bool(driver.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS)
+
+
+@cache
+def _pg_delete(schema: str | None) -> str:
+    return f"DELETE FROM {qualified('jobs', schema)} WHERE job_id = ANY(%(ids)s::uuid[])"
+
+
 def _insert_pg(
     conn: Connection, new_jobs: Sequence[NewJob], schema: str | None
 ) -> set[uuid.UUID]:
-    params: dict[str, Any] = {
+    params, uniform = _pg_batch(new_jobs)
+    if "dedup_key" in uniform and params["dedup_key"] is None:
+        # No key, no conflict: every row is inserted (or the statement fails),
+        # so the ids need not come back (loading a thousand UUIDs costs more
+        # than the insert's own Python work).
+        done = conn.exec_driver_sql(_pg_insert(schema, uniform, keyless=True), params)
+        if done.rowcount != len(new_jobs):
+            raise RuntimeError(f"inserted {done.rowcount} of {len(new_jobs)} keyless jobs")
+        return set(params["job_id"])
+    return set(conn.exec_driver_sql(_pg_insert(schema, uniform), params).scalars().all())
+
+
+def _pg_batch(new_jobs: Sequence[NewJob]) -> tuple[dict[str, Any], frozenset[str]]:
+    """The statement's parameters, and the columns uniform in the batch (see ``_pg_insert``)."""
+    params = _pg_params(new_jobs)
+    uniform = frozenset(
+        name
+        for name, values in params.items()
+        if name != "job_id" and values.count(values[0]) == len(values)
+    )
+    for name in uniform:
+        params[name] = params[name][0]
+    return params, uniform
+
+
+def _pg_params(new_jobs: Sequence[NewJob]) -> dict[str, Any]:
+    return {
         "job_id": [j.job_id for j in new_jobs],
         "job_type": [j.job_type for j in new_jobs],
         "pool": [j.pool for j in new_jobs],
@@ -211,22 +308,6 @@ def _insert_pg(
         "covers_count": [j.covers_count for j in new_jobs],
         "run_after": _aware([j.run_after for j in new_jobs]),
     }
-    uniform = frozenset(
-        name
-        for name, values in params.items()
-        if name != "job_id" and values.count(values[0]) == len(values)
-    )
-    for name in uniform:
-        params[name] = params[name][0]
-    if "dedup_key" in uniform and params["dedup_key"] is None:
-        # No key, no conflict: every row is inserted (or the statement fails),
-        # so the ids need not come back (loading a thousand UUIDs costs more
-        # than the insert's own Python work).
-        done = conn.exec_driver_sql(_pg_insert(schema, uniform, keyless=True), params)
-        if done.rowcount != len(new_jobs):
-            raise RuntimeError(f"inserted {done.rowcount} of {len(new_jobs)} keyless jobs")
-        return set(params["job_id"])
-    return set(conn.exec_driver_sql(_pg_insert(schema, uniform), params).scalars().all())
 
 
 def _aware(instants: list[datetime | None]) -> list[datetime | None]:
