@@ -11,10 +11,9 @@
    connection and one transaction. Ceilings: ``psql -c "INSERT ..."`` per call
    (a process, a connection, a transaction) and pgbench's single-row UPDATE on
    one connection (a transaction, no process or connection).
-3. ``POST /jobs``: ``rota serve`` is being built on another branch (helper
-   ops-api). When ``rota serve`` exists, this part starts it and posts jobs
-   one request at a time over HTTP/1.1 keep-alive; until then it prints that
-   it was not measured. FOR THE LEAD: see ``post_jobs`` below.
+3. ``POST /jobs``: ``rota serve`` started on a free port, jobs posted one
+   request at a time over one HTTP/1.1 keep-alive connection. Ceiling:
+   pgbench's single-row UPDATE on one connection.
 
 Run: ``python -m bench.bench_enqueue [--jobs 200000] [--batch 1000] [--cli-calls 30]``.
 """
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import importlib.util
 import json
 import os
 import shutil
@@ -148,24 +146,18 @@ def psql_rate(libpq_url: str, calls: int) -> float | None:
     return calls / (time.perf_counter() - started)
 
 
-def post_jobs(url: str, requests: int) -> float | None:
-    """``POST /jobs`` through ``rota serve``; None when this rota has no ``serve`` command.
+def post_jobs(url: str, requests: int) -> float:
+    """``POST /jobs`` through ``rota serve``: requests per second.
 
-    FOR THE LEAD: ``rota serve`` comes from helper ops-api's branch. Once merged,
-    this measures it: the server is started on a free port with
-    ``ROTA_API_TOKEN`` set, and each request is one ``POST /jobs`` of
-    ``{"job_type": "bench.noop", "args": {...}}`` on one keep-alive connection;
-    202 is expected. Adjust the body here if the API's field names differ.
+    The server is started on a free port with ``ROTA_API_TOKEN`` set; each
+    request is one ``POST /jobs`` of ``{"job_type": "bench.noop", "args":
+    {...}}`` on one keep-alive connection, answered 202.
     """
-    if importlib.util.find_spec("rota.cli.commands.serve") is None:
-        return None
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = uuid.uuid4().hex
-    # ROTA_BENCH_SERVE_ROOT: run `rota serve` from another source tree (measuring a
-    # branch before it is merged); its schema must be the database's.
-    root = os.environ.get("ROTA_BENCH_SERVE_ROOT", str(ROOT))
+    root = str(ROOT)
     env = {**os.environ, "PYTHONPATH": root, "ROTA_API_TOKEN": token}
     server = subprocess.Popen(
         [sys.executable, "-m", "rota.cli.main", "serve", "--db", url, "--host", "127.0.0.1",
@@ -221,13 +213,9 @@ def run(admin_url: str, count: int, batch: int, cli_calls: int, http_requests: i
         rates.append(Rate("  the same, against pgbench on 1 connection", cli_calls,
                           cli_calls / cli, tps, "pgbench single-row UPDATE, 1 connection"))
         http_rate = post_jobs(db.url, http_requests)
-        if http_rate is None:
-            print("  POST /jobs: not measured: this rota has no `rota serve` (helper ops-api's "
-                  "branch); bench_enqueue.post_jobs measures it once merged", flush=True)
-        else:
-            rates.append(Rate("POST /jobs (rota serve, one keep-alive client)", http_requests,
-                              http_requests / http_rate, tps,
-                              "pgbench single-row UPDATE, 1 connection"))
+        rates.append(Rate("POST /jobs (rota serve, one keep-alive client)", http_requests,
+                          http_requests / http_rate, tps,
+                          "pgbench single-row UPDATE, 1 connection"))
     return rates
 
 
