@@ -192,14 +192,21 @@ def insert_jobs_or_skip(
 def can_pipeline(conn: Connection) -> bool:
     """Whether ``insert_keyless_jobs_pipelined`` may be used on ``conn``.
 
-    PostgreSQL, inside a transaction: the inserts of a failed call can then be
+    PostgreSQL through psycopg with a libpq that has pipeline mode (14 and
+    later), inside a transaction: the inserts of a failed call can then be
     taken back before anyone sees them. An autocommit connection would commit
     each batch as it went.
     """
     if conn.dialect.name != "postgresql":
         return False
+    import psycopg  # the PostgreSQL driver: loaded already when conn is PostgreSQL
+
     driver = conn.connection.driver_connection
-    return driver is not None and not driver.autocommit
+    return (
+        isinstance(driver, psycopg.Connection)
+        and not driver.autocommit
+        and psycopg.Pipeline.is_supported()
+    )
 
 
 def insert_keyless_jobs_pipelined(
@@ -244,8 +251,10 @@ def insert_keyless_jobs_pipelined(
             conn.exec_driver_sql(_pg_delete(schema), {"ids": sent})
         raise
     for cursor, count in cursors:
-        if cursor.rowcount != count:
-            raise RuntimeError(f"inserted {cursor.rowcount} of {count} keyless jobs")
+        inserted = cursor.rowcount
+        cursor.close()
+        if inserted != count:
+            raise RuntimeError(f"inserted {inserted} of {count} keyless jobs")
 
 
 def _in_good_transaction(driver: Any) -> bool:
