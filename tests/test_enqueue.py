@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import cast
 
 import pytest
 from sqlalchemy import Connection, Engine, func, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from rota.shared.config.model import JobTypeSpec
@@ -278,10 +281,11 @@ def test_a_big_batch_is_stored_whole_each_row_with_its_own_values(with_job_type:
             assert row.run_after < t0
 
 
-def test_a_big_batch_on_an_autocommit_connection_is_still_all_or_nothing(
+def test_a_bad_value_in_a_big_batch_on_an_autocommit_connection_leaves_nothing(
     with_job_type: Engine,
 ) -> None:
-    """No transaction to take batches back in: the jobs go in one statement."""
+    """No transaction to take batches back in: every value is checked before the
+    first statement (on PostgreSQL, one statement)."""
     requests = [JobRequest("report", args={"i": i}) for i in range(BIG)]
     bad = [*requests[:-1], JobRequest("report", priority=10**20)]
     autocommit = with_job_type.execution_options(isolation_level="AUTOCOMMIT")
@@ -322,3 +326,87 @@ def _refused_by_the_database(with_job_type: Engine) -> None:
         enqueue_many(conn, requests)
     assert getattr(caught.value.orig, "sqlstate", None) == "23514"  # check_violation
     assert _count(with_job_type) == 0
+
+
+def test_a_refused_batch_outranks_a_later_bad_value(fresh_pg_url: str) -> None:
+    """The database refused an early INSERT, then a later request is bad: the
+    caller must hear the database's error, for its transaction cannot commit
+    (a ValueError would let it "commit", which PostgreSQL turns into a
+    rollback of everything the caller wrote)."""
+    engine = make_engine(fresh_pg_url)
+    try:
+        with_job_type(engine)
+        last_of_the_fourth = 4 * PIPELINE_BATCH - 1
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE orders (id integer)")
+            conn.exec_driver_sql(
+                "ALTER TABLE jobs ADD CONSTRAINT refused CHECK "
+                f"((args->>'i') IS DISTINCT FROM '{last_of_the_fourth}')"
+            )
+        # The last row of the fourth INSERT is refused; the fifth's first request
+        # is bad, found while the database still inserts the fourth.
+        requests = [JobRequest("report", args={"i": i}) for i in range(BIG)]
+        requests[4 * PIPELINE_BATCH] = JobRequest("report", priority=10**20)
+        with pytest.raises(IntegrityError, match="refused"), engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO orders VALUES (42)")
+            # A caller following the README catches ValueError, then commits.
+            with contextlib.suppress(ValueError):
+                enqueue_many(conn, requests)
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM orders").scalar_one() == 0
+        assert _count(engine) == 0
+    finally:
+        engine.dispose()
+
+
+class _EndsTheSession(Mapping[str, object]):
+    """Args whose reading terminates the producer's database session (once)."""
+
+    def __init__(self, engine: Engine, pid: int) -> None:
+        self.engine, self.pid, self.done = engine, pid, False
+
+    def __iter__(self) -> Iterator[str]:
+        if not self.done:
+            self.done = True
+            with self.engine.connect() as other:
+                other.exec_driver_sql(f"SELECT pg_terminate_backend({self.pid})")
+        return iter(["i"])
+
+    def __getitem__(self, key: str) -> object:
+        return 1
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_a_connection_lost_mid_batch_is_reported_and_invalidated_as_sqlalchemy_does(
+    fresh_pg_url: str,
+) -> None:
+    engine = make_engine(fresh_pg_url)
+    try:
+        with_job_type(engine)
+        requests = [JobRequest("report", args={"i": i}) for i in range(BIG)]
+        with engine.connect() as conn:
+            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+            conn.commit()
+            requests[PIPELINE_BATCH + 50] = JobRequest("report", args=_EndsTheSession(engine, pid))
+            with pytest.raises(OperationalError) as caught:
+                enqueue_many(conn, requests)
+            assert caught.value.connection_invalidated
+            assert conn.invalidated
+            conn.rollback()  # what `with engine.begin()` does next: quietly, not a second error
+        assert _count(engine) == 0
+        with engine.connect() as conn:  # the pool hands out a working connection
+            assert conn.exec_driver_sql("SELECT 1").scalar_one() == 1
+    finally:
+        engine.dispose()
+
+
+def test_args_may_be_any_mapping_at_any_depth(with_job_type: Engine) -> None:
+    """``args`` is typed ``Mapping``: a read-only view (a config's) is stored as its dict."""
+    args = MappingProxyType({"a": {"b": 1}, "c": MappingProxyType({"d": [1, "x"]})})
+    with with_job_type.begin() as conn:
+        job = enqueue(conn, "report", args=args)
+    with with_job_type.connect() as conn:
+        stored = conn.execute(select(jobs.c.args).where(jobs.c.job_id == job.job_id)).scalar_one()
+    assert stored == {"a": {"b": 1}, "c": {"d": [1, "x"]}}

@@ -146,7 +146,16 @@ def check_args(value: object) -> dict[str, Any] | None:
     return plain
 
 
-_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+def _plain_mapping(value: object) -> dict[Any, Any]:
+    """Any ``Mapping`` (``args`` is typed so; a read-only config view) goes out as its dict."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_ENCODER = json.JSONEncoder(
+    allow_nan=False, separators=(",", ":"), ensure_ascii=False, default=_plain_mapping
+)
 
 
 def _flat_encoder() -> Callable[[dict[str, Any]], str]:

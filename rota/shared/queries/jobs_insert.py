@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, tuple_
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.ids import new_job_id
@@ -223,8 +223,11 @@ def insert_keyless_jobs_pipelined(
 
     No key, no conflict: every row is inserted or the statement fails. If
     making a batch raises (a bad value in it), the batches already sent are
-    deleted again before the error goes on: nothing of the call remains, as if
-    nothing had been sent. Only where ``can_pipeline(conn)``.
+    deleted again before the error goes on: nothing of the call remains (the
+    insert trigger's wake-up still goes out if the caller commits: an idle
+    executor looks and finds nothing). If the database refused a batch sent
+    before, its error is raised instead: the transaction cannot commit.
+    Only where ``can_pipeline(conn)``.
     """
     import psycopg  # the PostgreSQL driver: loaded already when conn is PostgreSQL
 
@@ -232,24 +235,32 @@ def insert_keyless_jobs_pipelined(
     assert isinstance(driver, psycopg.Connection)
     sent: list[uuid.UUID] = []
     cursors: list[tuple[psycopg.Cursor[Any], int]] = []
+    refused: BaseException | None = None  # raised while making a batch
     try:
-        try:
-            with driver.pipeline():
+        with driver.pipeline():
+            try:
                 for new_jobs in batches:
                     params, uniform = _pg_batch(new_jobs)
                     cursor = driver.cursor()
                     cursor.execute(_pg_insert(schema, uniform, keyless=True), params)
                     cursors.append((cursor, len(new_jobs)))
                     sent.extend(params["job_id"])
-        except psycopg.Error as exc:
-            # As SQLAlchemy raises it everywhere else (IntegrityError, OperationalError, ...).
-            raise DBAPIError.instance(
-                "INSERT INTO jobs (pipelined)", None, exc, psycopg.Error, hide_parameters=True
-            ) from exc
-    except BaseException:
-        if sent and not driver.closed and _in_good_transaction(driver):
+            except psycopg.Error:
+                raise
+            except BaseException as exc:
+                # Stop sending, but leave the pipeline normally: it then reports
+                # what the database did with the batches sent so far.
+                refused = exc
+    except psycopg.Error as exc:
+        # The database refused a batch: the transaction is aborted whatever
+        # else happened, and that is what the caller must hear (a ValueError
+        # instead would let it commit, which PostgreSQL turns into a rollback
+        # without a word).
+        raise _as_sqlalchemy_error(conn, driver, exc) from refused
+    if refused is not None:
+        if sent:
             conn.exec_driver_sql(_pg_delete(schema), {"ids": sent})
-        raise
+        raise refused
     for cursor, count in cursors:
         inserted = cursor.rowcount
         cursor.close()
@@ -257,10 +268,24 @@ def insert_keyless_jobs_pipelined(
             raise RuntimeError(f"inserted {inserted} of {count} keyless jobs")
 
 
-def _in_good_transaction(driver: Any) -> bool:
+def _as_sqlalchemy_error(conn: Connection, driver: Any, exc: Any) -> StatementError:
+    """``exc`` as SQLAlchemy raises a driver's error everywhere else.
+
+    The class (IntegrityError, OperationalError, ...), and for a lost
+    connection, ``connection_invalidated`` with the Connection invalidated, so
+    the caller's rollback, the pool and retry-on-disconnect code behave as
+    after any statement.
+    """
     import psycopg
 
-    return bool(driver.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS)
+    lost = bool(driver.broken or driver.closed) or conn.dialect.is_disconnect(exc, driver, None)
+    if lost:
+        conn.invalidate(exc)
+    error: StatementError = DBAPIError.instance(
+        "INSERT INTO jobs ... (pipelined)", None, exc, psycopg.Error,
+        hide_parameters=True, connection_invalidated=lost, dialect=conn.dialect,
+    )
+    return error
 
 
 @cache
