@@ -5,7 +5,7 @@ Run it after ``rota run`` (or ``rota migrate`` and ``rota apply schedules.yaml``
     python -m examples.producer [DATABASE_URL]
 
 It creates one report job in the same transaction as the application's own
-write (both commit or neither does), then a thousand jobs in one statement.
+write (both commit or neither does), then a thousand jobs at once.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def create_report(conn: Connection, order_id: int) -> rota.Enqueued:
 
 
 def create_many(conn: Connection, n: int) -> list[rota.Enqueued]:
-    """Many jobs in one INSERT, for producers that create thousands at once."""
+    """Many jobs in one call, for producers that create thousands at once."""
     return rota.enqueue_many(
         conn, [rota.JobRequest("demo.tick", args={"i": i}, priority=5) for i in range(n)]
     )

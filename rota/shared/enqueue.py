@@ -14,9 +14,10 @@ INSERT statement, or for a big batch of jobs without dedup keys on
 PostgreSQL, in pipelined INSERTs of ``PIPELINE_BATCH``: the producer API for
 thousands at once.
 
-Every value is checked before anything is written (``rota.shared.values``): a
-bad one raises ``ValueError`` naming the field and the request's position,
-and nothing of the batch is inserted.
+Every value is checked (``rota.shared.values``): a bad one raises
+``ValueError`` naming the field and the request's position, and nothing of
+the batch is inserted (pipelined INSERTs already sent are deleted again
+first).
 
 A job type that sets ``max_queued``, ``max_queue_age`` or ``shed_below_priority``
 refuses submissions past its limits with ``QueueFull`` (``rota.QueueFull``;
