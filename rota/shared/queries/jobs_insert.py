@@ -264,8 +264,13 @@ def insert_keyless_jobs_pipelined(
     for cursor, count in cursors:
         inserted = cursor.rowcount
         cursor.close()
-        if inserted != count:
-            raise RuntimeError(f"inserted {inserted} of {count} keyless jobs")
+        _check_all_inserted(inserted, count)
+
+
+def _check_all_inserted(inserted: int, count: int) -> None:
+    """A keyless INSERT inserts every row or fails: anything else is a bug, not a conflict."""
+    if inserted != count:
+        raise RuntimeError(f"inserted {inserted} of {count} keyless jobs")
 
 
 def _as_sqlalchemy_error(conn: Connection, driver: Any, exc: Any) -> StatementError:
@@ -302,27 +307,14 @@ def _insert_pg(
         # so the ids need not come back (loading a thousand UUIDs costs more
         # than the insert's own Python work).
         done = conn.exec_driver_sql(_pg_insert(schema, uniform, keyless=True), params)
-        if done.rowcount != len(new_jobs):
-            raise RuntimeError(f"inserted {done.rowcount} of {len(new_jobs)} keyless jobs")
+        _check_all_inserted(done.rowcount, len(new_jobs))
         return set(params["job_id"])
     return set(conn.exec_driver_sql(_pg_insert(schema, uniform), params).scalars().all())
 
 
 def _pg_batch(new_jobs: Sequence[NewJob]) -> tuple[dict[str, Any], frozenset[str]]:
     """The statement's parameters, and the columns uniform in the batch (see ``_pg_insert``)."""
-    params = _pg_params(new_jobs)
-    uniform = frozenset(
-        name
-        for name, values in params.items()
-        if name != "job_id" and values.count(values[0]) == len(values)
-    )
-    for name in uniform:
-        params[name] = params[name][0]
-    return params, uniform
-
-
-def _pg_params(new_jobs: Sequence[NewJob]) -> dict[str, Any]:
-    return {
+    params: dict[str, Any] = {
         "job_id": [j.job_id for j in new_jobs],
         "job_type": [j.job_type for j in new_jobs],
         "pool": [j.pool for j in new_jobs],
@@ -342,6 +334,14 @@ def _pg_params(new_jobs: Sequence[NewJob]) -> dict[str, Any]:
         "covers_count": [j.covers_count for j in new_jobs],
         "run_after": _aware([j.run_after for j in new_jobs]),
     }
+    uniform = frozenset(
+        name
+        for name, values in params.items()
+        if name != "job_id" and values.count(values[0]) == len(values)
+    )
+    for name in uniform:
+        params[name] = params[name][0]
+    return params, uniform
 
 
 def _aware(instants: list[datetime | None]) -> list[datetime | None]:
