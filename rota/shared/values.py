@@ -146,15 +146,16 @@ def check_args(value: object) -> dict[str, Any] | None:
     return plain
 
 
-def _plain_mapping(value: object) -> dict[Any, Any]:
-    """Any ``Mapping`` (``args`` is typed so; a read-only config view) goes out as its dict."""
+def plain_mapping(value: object) -> dict[Any, Any]:
+    """A JSON encoder's ``default``: any ``Mapping`` (``args`` is typed so; a
+    read-only config view) goes out as its dict, anything else is refused."""
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 _ENCODER = json.JSONEncoder(
-    allow_nan=False, separators=(",", ":"), ensure_ascii=False, default=_plain_mapping
+    allow_nan=False, separators=(",", ":"), ensure_ascii=False, default=plain_mapping
 )
 
 

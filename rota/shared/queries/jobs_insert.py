@@ -26,6 +26,7 @@ from rota.shared.ids import new_job_id
 from rota.shared.models import jobs
 from rota.shared.queries.sqlparams import in_schema, qualified
 from rota.shared.sqltime import UTCDateTime, db_now
+from rota.shared.values import plain_mapping
 
 
 # Not frozen (treat it as immutable all the same): producers build one per job,
@@ -364,14 +365,7 @@ def _json(args: Mapping[str, Any] | None) -> str | None:
         return None
     if type(args) is dict:  # the common case (checked producer args): the C encoder as is
         return json.dumps(args)
-    return json.dumps(args, default=_json_default)
-
-
-def _json_default(value: object) -> Any:
-    """``args`` may be any mapping (a frozen config view); only plain JSON goes out."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"cannot send {type(value).__name__} as JSON")
+    return json.dumps(args, default=plain_mapping)  # a frozen config view: any mapping
 
 
 def job_id_by_dedup_key(conn: Connection, job_type: str, dedup_key: str) -> uuid.UUID | None:
