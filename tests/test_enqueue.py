@@ -138,12 +138,22 @@ def test_enqueue_many_stores_every_column_of_every_row(with_job_type: Engine, sh
         )
         for i in range(n)
     ]
-    with with_job_type.begin() as conn:
+    _assert_stored_as_requested(with_job_type, requests, before=t0)
+
+
+def _assert_stored_as_requested(
+    engine: Engine, requests: list[JobRequest], *, before: datetime
+) -> None:
+    """``enqueue_many`` of ``requests`` (of "report": priority 0, 3 attempts) made
+    one new QUEUED row per request, in order, each holding that request's values;
+    a ``run_after`` of None is now, by the database clock (earlier than ``before``)."""
+    with engine.begin() as conn:
         got = enqueue_many(conn, requests)
-    assert all(g.created for g in got)
-    with with_job_type.connect() as conn:
+    assert len(got) == len(requests) and all(g.created for g in got)
+    assert len({g.job_id for g in got}) == len(requests)
+    with engine.connect() as conn:
         rows = {r.job_id: r for r in conn.execute(select(jobs))}
-    assert len(rows) == n
+    assert len(rows) == len(requests)
     for request, g in zip(requests, got, strict=True):
         row = rows[g.job_id]
         assert row.args == request.args
@@ -152,11 +162,11 @@ def test_enqueue_many_stores_every_column_of_every_row(with_job_type: Engine, sh
         assert row.concurrency_key == request.concurrency_key
         assert row.priority == (0 if request.priority is None else request.priority)
         assert row.max_attempts == (3 if request.max_attempts is None else request.max_attempts)
-        assert row.pool == "default"
+        assert row.pool == "default" and row.state == "QUEUED"
         if request.run_after is not None:
             assert row.run_after == request.run_after
         else:
-            assert row.run_after < t0  # now, by the database clock
+            assert row.run_after < before
 
 
 def test_enqueue_many_with_a_session(with_job_type: Engine) -> None:
@@ -262,23 +272,7 @@ def test_a_big_batch_is_stored_whole_each_row_with_its_own_values(with_job_type:
         )
         for i in range(BIG)
     ]
-    with with_job_type.begin() as conn:
-        got = enqueue_many(conn, requests)
-    assert len(got) == BIG and all(g.created for g in got)
-    assert len({g.job_id for g in got}) == BIG
-    with with_job_type.connect() as conn:
-        rows = {r.job_id: r for r in conn.execute(select(jobs))}
-    assert len(rows) == BIG
-    for request, g in zip(requests, got, strict=True):
-        row = rows[g.job_id]
-        assert row.args == request.args
-        assert row.tenant == request.tenant
-        assert row.priority == request.priority
-        assert row.state == "QUEUED" and row.max_attempts == 3
-        if request.run_after is not None:
-            assert row.run_after == request.run_after
-        else:
-            assert row.run_after < t0
+    _assert_stored_as_requested(with_job_type, requests, before=t0)
 
 
 def test_a_bad_value_in_a_big_batch_on_an_autocommit_connection_leaves_nothing(
