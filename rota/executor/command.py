@@ -119,17 +119,24 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
     problem = command_args_problem(ctx.args)
     if problem is not None:  # the kernel would refuse the exec (E2BIG) on every attempt
         raise PermanentError("ARGS_TOO_LARGE_FOR_COMMAND", problem)
-    proc = subprocess.Popen(
-        list(argv),
-        env=job_environment(ctx),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=die_with_parent(),  # only prctl(2) between fork and exec: processes.py
-    )
+    watcher = watch_group()  # what the command starts dies with the executor too
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            env=job_environment(ctx),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=() if watcher is None or watcher.report_fd is None else (watcher.report_fd,),
+            preexec_fn=die_with_parent(watcher),  # only syscalls between fork and exec
+        )
+    except BaseException:
+        end_watch(watcher)
+        raise
+    if watcher is not None:
+        watcher.started()
     assert proc.stdout is not None and proc.stderr is not None
-    watcher = watch_group(proc.pid)  # what the command starts dies with the executor too
     stdout = _OutputLines(proc.stdout, "stdout")
     stderr = _OutputLines(proc.stderr, "stderr", keep_tail=_STDERR_TAIL)
     try:

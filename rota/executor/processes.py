@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -35,45 +36,75 @@ def _load_prctl() -> Callable[..., int] | None:
 _prctl = _load_prctl()  # resolved once, here, never in a freshly forked child
 
 
-def die_with_parent() -> Callable[[], None] | None:
+def die_with_parent(watch: GroupWatch | None = None) -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes the child die with this process (None where unsupported).
 
-    It runs in the child after fork, before exec: it only calls prctl(2) and
-    getppid(2), takes no lock and allocates nothing of note. If this process
-    died before prctl took effect, the child has been re-parented already and
-    kills itself.
+    It runs in the child after fork, before exec: it only calls prctl(2),
+    getppid(2) and, with ``watch``, write(2) and close(2); it takes no lock and
+    allocates nothing of note. If this process died before prctl took effect,
+    the child has been re-parented already and kills itself. With ``watch``
+    (a command in a session of its own), the child then tells the watcher its
+    group id, before it runs anything.
     """
     prctl = _prctl
     if prctl is None:
         return None
     parent = os.getpid()
+    report = None if watch is None else watch.report_fd
 
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)
+        if report is not None:
+            os.write(report, b"%d\n" % os.getpid())
+            os.close(report)
 
     return preexec
 
 
 # The watcher of a command's process group: a Python without site or user paths.
+# The group id arrives on stdin from the command itself, before its exec;
+# nothing (end of file) if the command never started.
 _WATCHER = (
     "import os, signal, sys\n"
+    "group = sys.stdin.readline().strip()\n"
     "signal.sigwait({signal.SIGTERM})\n"  # SIGTERM: blocked since before exec
-    "os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+    "if group: os.killpg(int(group), signal.SIGKILL)\n"
 )
 
 
-def watch_group(pgid: int) -> subprocess.Popen[bytes] | None:
-    """Start a watcher that SIGKILLs process group ``pgid`` if this process dies.
+@dataclass
+class GroupWatch:
+    """A started watcher, and the pipe end on which the command reports its group."""
+
+    watcher: subprocess.Popen[bytes]
+    report_fd: int | None  # ours until the command has started: see ``started``
+
+    def started(self) -> None:
+        """The command was started (or failed to): this process's copy of the pipe goes."""
+        if self.report_fd is not None:
+            os.close(self.report_fd)
+            self.report_fd = None
+
+
+def watch_group() -> GroupWatch | None:
+    """Start a watcher that SIGKILLs the next command's process group if this process dies.
 
     PDEATHSIG kills a ``command:`` child with its executor, but not what the
     command started (``sh -c 'prog; notify'``, a wrapper script without
     ``exec``): that would keep running while the sweeper hands the job to
     another executor. The command's group is in a session of its own, so the
     watcher cannot join it: it waits outside it for SIGTERM, its own death
-    signal, and then kills the group. Stop it with ``end_watch`` while this
-    process still has the command unreaped (its group id cannot be reused).
+    signal, and then kills the group.
+
+    Started before the command, which writes its group id to the watcher
+    (``die_with_parent(watch)``, ``pass_fds=(watch.report_fd,)``) between
+    fork and exec: from the command's first instruction on, the executor's
+    death kills the group. (Started after it, an executor killed in between
+    left the command's children running.) Call ``started`` once ``Popen``
+    returned or failed; stop it with ``end_watch`` while this process still
+    has the command unreaped (its group id cannot be reused).
     """
     prctl = _prctl
     if prctl is None:
@@ -83,27 +114,31 @@ def watch_group(pgid: int) -> subprocess.Popen[bytes] | None:
     def preexec() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # the executor died already
-            with contextlib.suppress(OSError):
-                os.killpg(pgid, signal.SIGKILL)
+        if os.getppid() != parent:  # the executor died already: no command to watch
             os._exit(0)
 
+    read_fd, report_fd = os.pipe()
     try:
-        return subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid)],
-            stdin=subprocess.DEVNULL,
+        watcher = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHER],
+            stdin=read_fd,
             start_new_session=True,
             preexec_fn=preexec,
         )
     except (OSError, subprocess.SubprocessError):  # no watcher: PDEATHSIG still holds
+        os.close(report_fd)
         return None
+    finally:
+        os.close(read_fd)
+    return GroupWatch(watcher, report_fd)
 
 
-def end_watch(watcher: subprocess.Popen[bytes] | None) -> None:
-    if watcher is not None:
+def end_watch(watch: GroupWatch | None) -> None:
+    if watch is not None:
+        watch.started()
         with contextlib.suppress(OSError):
-            watcher.kill()
-        watcher.wait()
+            watch.watcher.kill()
+        watch.watcher.wait()
 
 
 def fork_group_guard(close_fd: int) -> int | None:
