@@ -96,23 +96,40 @@ def libpq(url: str) -> str:
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def pg_database(admin_url: str, name: str) -> Database:
+    """The PostgreSQL database ``name`` on ``admin_url``'s server."""
+    plain = make_url(libpq(admin_url)).set(database=name)
+    return Database(
+        "postgresql",
+        plain.set(drivername="postgresql+psycopg").render_as_string(hide_password=False),
+        name,
+        plain.render_as_string(hide_password=False),
+    )
+
+
 @contextmanager
-def fresh_database(backend: str, admin_url: str) -> Iterator[Database]:
-    """An empty migrated database holding the bench job types; dropped afterwards."""
+def fresh_database(
+    backend: str, admin_url: str, template: str | None = None
+) -> Iterator[Database]:
+    """An empty migrated database holding the bench job types; dropped afterwards.
+
+    With ``template`` (PostgreSQL), a file copy of that database instead (it
+    must hold the schema already): its pages, free space map and all, as they
+    are.
+    """
     if backend == "postgresql":
         admin = libpq(admin_url)
         name = f"rota_bench_exec_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        plain = make_url(admin).set(database=name)
-        db = Database(
-            backend,
-            plain.set(drivername="postgresql+psycopg").render_as_string(hide_password=False),
-            name,
-            plain.render_as_string(hide_password=False),
-        )
+            if template is None:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            else:
+                strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"{strategy}')
+        db = pg_database(admin_url, name)
         try:
-            _prepare(db)
+            if template is None:
+                prepare_database(db)
             yield db
         finally:
             with psycopg.connect(admin, autocommit=True) as conn:
@@ -121,11 +138,12 @@ def fresh_database(backend: str, admin_url: str) -> Iterator[Database]:
         with tempfile.TemporaryDirectory(prefix="rota_bench_") as tmp:
             path = os.path.join(tmp, "bench.db")
             db = Database(backend, f"sqlite:///{path}", path)
-            _prepare(db)
+            prepare_database(db)
             yield db
 
 
-def _prepare(db: Database) -> None:
+def prepare_database(db: Database) -> None:
+    """Migrate ``db`` and register the bench job types."""
     engine = make_engine(db.url)
     try:
         upgrade(engine)

@@ -1,23 +1,40 @@
 """Cost as history grows: every figure on a big history as a ratio to the empty-table one.
 
 PostgreSQL databases holding 0, 1 million and (``--sizes``) 10 million
-finished jobs, each with its attempt row, loaded fast (``INSERT ... SELECT
-generate_series``, then ``VACUUM ANALYZE``, as an aged table would be): 90%
-SUCCEEDED, 7% FAILED, 3% CANCELLED, finished over the last 30 days, half of
-them scheduled (with occurrence keys). On each, in interleaved rounds (one
-round measures every size in turn, so drift hits all sizes alike):
+finished jobs, each with its attempt row: 90% SUCCEEDED, 7% FAILED, 3%
+CANCELLED, finished over the last 30 days, half of them scheduled (with
+occurrence keys). ``--history`` says how they got there:
 
-* enqueue: ``rota.enqueue_many`` of ``--jobs`` no-op jobs in batches of 1,000;
-* claim: the same jobs drained by 2 ``rota executor`` processes at the
-  defaults (jobs/s from their start, and steady between 10% and 90%);
+* ``grown`` (the default): as a table in use grows. Batches of 20,000 jobs are
+  inserted QUEUED, claimed (RUNNING, with their open attempts) and finished
+  (the attempts closed), each step one statement writing what rota's own
+  statement writes, and vacuumed when autovacuum's default trigger would
+  (dead versions over 50 + 20% of the rows). About 140 s per million rows.
+* ``loaded``: inserted finished in bulk (``INSERT ... SELECT
+  generate_series``), as a restored or repacked table is; 40 s per million.
+  Every page keeps a crumb of free space smaller than a finished row, and the
+  free space map lists them all: new jobs first fill those crumbs, one per
+  page, each page then written whole to the WAL after a checkpoint. A grown
+  table's free space is the room claims and outcomes freed, many rows to a
+  page.
+
+Both end with ``VACUUM ANALYZE`` and a checkpoint. On each size, in
+interleaved rounds (one round measures every size in turn, so drift hits all
+sizes alike):
+
+* enqueue: ``rota.enqueue_many`` of ``--jobs`` no-op jobs in batches of 1,000,
+  median of 3 samples;
+* claim: the jobs of those 3 samples drained by 2 ``rota executor`` processes
+  at the defaults (jobs/s from their start, and steady between 10% and 90%);
 * scheduler materialisation: one tick making 2,000 occurrences (``every:``
-  schedules, a pool nobody serves), occurrences/s, median of 3 ticks;
+  schedules, a pool nobody serves), occurrences/s, median of 5 ticks;
 * idle tick: ``SchedulerService.run_once`` with nothing due, p50 of 100;
 * ``rota jobs`` and ``rota schedules``: the command run in-process (no Python
   start-up; connection, schema check, query and output), median of 15.
 
-The last three take a few ms: their samples alternate between the sizes
-(one on each, then again), so a checkpoint or autovacuum falls on all alike.
+Enqueue samples and the last four take from a few ms to half a second: their
+samples alternate between the sizes (one on each, then again), so a
+checkpoint or autovacuum falls on all alike.
 
 Printed: each figure per size and its ratio to the 0-size figure of the same
 round (target >= 0.9; for latencies the ratio is empty / big, so higher is
@@ -26,8 +43,9 @@ better too). ``--backlog`` adds the deep-queue case: the first ``--jobs`` of a
 ``--jobs`` deep.
 
 Run: ``python -m bench.bench_history [--sizes 0,1000000,10000000] [--rounds 2]
-[--backlog]``. 10 million rows take a few GB of disk and several minutes to
-load; the databases are dropped at the end.
+[--history grown|loaded] [--keep-history] [--backlog]``. 10 million rows take
+a few GB of disk and 25 minutes to grow (7 to load); the databases are dropped
+at the end, unless ``--keep-history`` keeps them for the next run.
 """
 
 from __future__ import annotations
@@ -54,9 +72,13 @@ from bench.bench_executor import (
     DEFAULT_PG_URL,
     Database,
     fresh_database,
+    libpq,
+    pg_database,
+    prepare_database,
     start_executors,
 )
 from rota.cli.main import main as rota_main
+from rota.migrations.runner import head_revision
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.service import SchedulerService
 from rota.shared.config.model import JobTypeSpec, ScheduleFile, ScheduleSpec
@@ -106,6 +128,85 @@ _LOAD_BACKLOG = """
            now() - interval '1 hour' + g * interval '1 millisecond', 60, now(), now()
     FROM generate_series(1, %(n)s) AS g
 """
+
+
+# History grown as a live table grows: each batch is inserted QUEUED (as
+# ``enqueue_many`` writes a job), claimed (RUNNING, with its open attempt, as the
+# claim writes them) and finished (its outcome, the attempt closed), each step one
+# statement; the 90/7/3 split of outcomes is taken from the job id's hash.
+_GROW_QUEUE = """
+    INSERT INTO jobs (job_id, job_type, pool, priority, state, attempt_count, max_attempts,
+                      run_after, lease_generation, lease_seconds, idempotent, needs_reconcile,
+                      args, dedup_key, schedule_name, scheduled_for, created_at, updated_at)
+    SELECT """ + _JOB_ID_SQL.format(at="s.at") + """, 'history.job', 'default', 0, 'QUEUED',
+           0, 5, s.at, 0, 60, true, false, '{"n": 1}'::json,
+           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) || '@' || g END,
+           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) END,
+           CASE WHEN g %% 2 = 0 THEN s.at END,
+           s.at, s.at
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
+    LATERAL (SELECT now() - interval '30 days' * (1 - g::float8 / %(total)s) AS at) AS s
+"""
+_GROW_CLAIM = """
+    WITH claimed AS (
+        UPDATE jobs AS j
+        SET state = 'RUNNING', lease_owner = 'history-worker',
+            lease_expires_at = j.created_at + interval '60 seconds',
+            lease_generation = j.lease_generation + 1, attempt_count = j.attempt_count + 1,
+            started_at = j.created_at, heartbeat_at = j.created_at, updated_at = j.created_at
+        WHERE j.job_type = 'history.job' AND j.state = 'QUEUED'
+        RETURNING j.job_id, j.attempt_count, j.lease_generation, j.started_at
+    )
+    INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
+    SELECT job_id, attempt_count, lease_generation, 'history-worker', started_at FROM claimed
+"""
+_GROW_FINISH = """
+    WITH done AS (
+        UPDATE jobs AS j
+        SET state = o.state, lease_owner = NULL, lease_expires_at = NULL,
+            last_error_code = CASE WHEN o.state = 'FAILED' THEN 'BOOM' END,
+            finished_at = j.started_at + interval '1 second',
+            updated_at = j.started_at + interval '1 second'
+        FROM (SELECT job_id, CASE WHEN h < 90 THEN 'SUCCEEDED' WHEN h < 97 THEN 'FAILED'
+                                  ELSE 'CANCELLED' END AS state
+              FROM (SELECT job_id, abs(hashtext(job_id::text)) %% 100 AS h FROM jobs
+                    WHERE job_type = 'history.job' AND state = 'RUNNING') AS r) AS o
+        WHERE j.job_id = o.job_id
+        RETURNING j.job_id, j.lease_generation, j.state, j.last_error_code, j.finished_at
+    )
+    UPDATE job_attempts AS a
+    SET ended_at = done.finished_at, outcome = done.state, error_code = done.last_error_code
+    FROM done
+    WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
+"""
+GROW_BATCH = 20_000
+
+
+def grow_history(libpq_url: str, total: int) -> float:
+    """``total`` jobs taken through queued, running and finished, ``GROW_BATCH`` at a time.
+
+    Vacuumed when autovacuum's default trigger would vacuum (dead row versions
+    over 50 + 20% of the table; this bench's server may run with autovacuum
+    off), so the free space the claims and outcomes leave is reused as a live
+    table reuses it. Returns the seconds the growth took.
+    """
+    started = time.perf_counter()
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        dead = 0
+        for first in range(1, total + 1, GROW_BATCH):
+            last = min(total, first + GROW_BATCH - 1)
+            conn.execute(_GROW_QUEUE, {"first": first, "last": last, "total": total})
+            conn.execute(_GROW_CLAIM, {})
+            conn.execute(_GROW_FINISH, {})
+            dead += 2 * (last - first + 1)  # the queued and the running version
+            if dead > 50 + 0.2 * last:
+                conn.execute("VACUUM jobs")
+                conn.execute("VACUUM job_attempts")
+                dead = 0
+        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE job_attempts")
+        settle(conn)
+    return time.perf_counter() - started
 
 
 def load_history(libpq_url: str, total: int) -> float:
@@ -214,27 +315,31 @@ def apply_schedules(db: Database) -> None:
         engine.dispose()
 
 
-def materialise_rate(s: Sized) -> float:
-    """Occurrences/s of a full tick (2,000 due), median of 3."""
-    engine = make_engine(s.db.url)
+def materialise_rates(sized: Sequence[Sized], ticks: int = 5) -> list[float]:
+    """Occurrences/s of a full tick (2,000 due) for each size: median of ``ticks``.
+
+    A tick takes about 0.15 s: its samples alternate between the sizes, as the
+    latencies' do, so a checkpoint beside one size's ticks falls on all alike.
+    Each database's first tick compiles every rule and is not counted.
+    """
+    engines = [make_engine(s.db.url) for s in sized]
     try:
-        service = SchedulerService(engine)
-        rates = []
-        for _ in range(3):
-            s.minute += 1
-            started = time.perf_counter()
-            result = service.run_once(T0 + timedelta(minutes=s.minute, seconds=1))
-            elapsed = time.perf_counter() - started
-            if s.minute > 1:  # the first tick compiles every rule: not counted
-                rates.append(result.created / elapsed)
-        if not rates:
-            s.minute += 1
-            started = time.perf_counter()
-            result = service.run_once(T0 + timedelta(minutes=s.minute, seconds=1))
-            rates.append(result.created / (time.perf_counter() - started))
-        return statistics.median(rates)
+        services = [SchedulerService(e) for e in engines]
+        rates: list[list[float]] = [[] for _ in sized]
+        for n in range(ticks + 1):
+            for i, (s, service) in enumerate(zip(sized, services, strict=True)):
+                s.minute += 1
+                started = time.perf_counter()
+                result = service.run_once(T0 + timedelta(minutes=s.minute, seconds=1))
+                elapsed = time.perf_counter() - started
+                if result.created != SCHEDULES:
+                    raise RuntimeError(f"a tick made {result.created} of {SCHEDULES} occurrences")
+                if n or s.minute > 1:
+                    rates[i].append(result.created / elapsed)
+        return [statistics.median(r[-ticks:]) for r in rates]
     finally:
-        engine.dispose()
+        for e in engines:
+            e.dispose()
 
 
 def latencies(sized: Sequence[Sized]) -> list[tuple[float, float, float]]:
@@ -287,24 +392,69 @@ def command_ms(argv: list[str]) -> float:
     return elapsed * 1000
 
 
-def measure(s: Sized, count: int, workdir: Path, tag: str) -> Figures:
-    f = Figures()
-    f.enqueue = enqueue_many_rate(s.db.url, count, 1000)
-    f.claim, f.claim_steady = drain(s.db, count + 1, workdir, tag)  # + enqueue's warm-up job
-    f.materialise = materialise_rate(s)
-    return f
+ENQUEUE_SAMPLES = 3
+
+
+def enqueue_rates(sized: Sequence[Sized], count: int) -> list[float]:
+    """``enqueue_many`` jobs/s of ``count`` jobs for each size: median of ``ENQUEUE_SAMPLES``.
+
+    A sample takes half a second on a 2-core machine, and consecutive samples
+    on one database differed by up to 30%: the samples alternate between the
+    sizes, as the latencies' do.
+    """
+    rates: list[list[float]] = [[] for _ in sized]
+    for _ in range(ENQUEUE_SAMPLES):
+        for i, s in enumerate(sized):
+            rates[i].append(enqueue_many_rate(s.db.url, count, 1000))
+    return [statistics.median(r) for r in rates]
+
+
+HISTORY_FORMS: dict[str, Callable[[str, int], float]] = {
+    "grown": grow_history, "loaded": load_history,
+}
 
 
 @contextmanager
-def sized_database(admin_url: str, size: int) -> Iterator[Sized]:
-    with fresh_database("postgresql", admin_url) as db:
+def sized_database(admin_url: str, size: int, form: str, keep: bool = False) -> Iterator[Sized]:
+    template = kept_history(admin_url, size, form) if keep and size else None
+    with fresh_database("postgresql", admin_url, template) as db:
         assert db.libpq_url is not None
-        seconds = load_history(db.libpq_url, size) if size else 0.0
-        if size:
-            print(f"  loaded {size:,} finished jobs and their attempts in {seconds:.0f} s",
+        if size and template is None:
+            seconds = HISTORY_FORMS[form](db.libpq_url, size)
+            print(f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s",
                   flush=True)
         apply_schedules(db)
         yield Sized(size, db)
+
+
+def kept_history(admin_url: str, size: int, form: str) -> str:
+    """The name of a database kept between runs holding this history; made if missing.
+
+    Named by form, size and schema revision, so a migration never meets an
+    old copy. Each run measures a file copy of it (``CREATE DATABASE ...
+    TEMPLATE``): the same pages and free space map, without growing 10 million
+    rows again (25 minutes).
+    """
+    name = f"rota_bench_hist_{form}_{size}_{head_revision()}"
+    admin = libpq(admin_url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            print(f"  {form} {size:,} finished jobs: copying the kept database {name}",
+                  flush=True)
+            return name
+        conn.execute(f'CREATE DATABASE "{name}"')
+    db = pg_database(admin_url, name)
+    assert db.libpq_url is not None
+    try:
+        prepare_database(db)
+        seconds = HISTORY_FORMS[form](db.libpq_url, size)
+    except BaseException:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        raise
+    print(f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s, kept as "
+          f"{name} (DROP DATABASE it when done)", flush=True)
+    return name
 
 
 RATIOS: list[tuple[str, Callable[[Figures], float], bool, str]] = [
@@ -386,7 +536,10 @@ def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[flo
         return _watched_drain(conn, db, count, workdir, tag, lambda: succeeded() - before)
 
 
-def run(admin_url: str, sizes: Sequence[int], rounds: int, count: int) -> list[Sized]:
+def run(
+    admin_url: str, sizes: Sequence[int], rounds: int, count: int, form: str = "grown",
+    keep: bool = False,
+) -> list[Sized]:
     with (
         tempfile.TemporaryDirectory(prefix="rota_bench_hist_") as tmp,
         contextlib.ExitStack() as stack,
@@ -395,11 +548,18 @@ def run(admin_url: str, sizes: Sequence[int], rounds: int, count: int) -> list[S
         sized = []
         for size in sizes:
             print(f"  preparing a database with {size:,} finished jobs", flush=True)
-            sized.append(stack.enter_context(sized_database(admin_url, size)))
+            sized.append(stack.enter_context(sized_database(admin_url, size, form, keep)))
         for r in range(rounds):
             order = sized if r % 2 == 0 else list(reversed(sized))
-            for s in order:
-                s.rounds.append(measure(s, count, workdir, f"hist-{s.size}-{r}"))
+            for s, rate in zip(order, enqueue_rates(order, count), strict=True):
+                s.rounds.append(Figures(enqueue=rate))
+            for s in order:  # every job just enqueued, and each sample's warm-up job
+                f = s.rounds[-1]
+                f.claim, f.claim_steady = drain(
+                    s.db, ENQUEUE_SAMPLES * (count + 1), workdir, f"hist-{s.size}-{r}"
+                )
+            for s, rate in zip(sized, materialise_rates(sized), strict=True):
+                s.rounds[-1].materialise = rate
             for s, (tick, jobs_ms, schedules_ms) in zip(sized, latencies(sized), strict=True):
                 f = s.rounds[-1]
                 f.idle_tick_ms, f.jobs_ms, f.schedules_ms = tick, jobs_ms, schedules_ms
@@ -422,7 +582,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="0,1000000",
                         help="finished jobs in each database, the first is the base (0)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--jobs", type=int, default=20_000, help="jobs enqueued and drained")
+    parser.add_argument("--jobs", type=int, default=20_000,
+                        help="jobs per enqueue sample (3 a round, all drained)")
+    parser.add_argument(
+        "--history", choices=sorted(HISTORY_FORMS), default="grown",
+        help="grown: each job inserted queued, claimed and finished, vacuumed as autovacuum "
+             "would (a table in use); loaded: inserted finished in bulk (fast; a restored "
+             "table, whose pages' leftover crumbs new rows harvest first)",
+    )
+    parser.add_argument(
+        "--keep-history", action="store_true",
+        help="keep each history database (rota_bench_hist_*) and measure a copy of it; a "
+             "later run with this flag copies it instead of growing it again",
+    )
     parser.add_argument("--backlog", action="store_true", help="the 1M-deep queue case too")
     parser.add_argument("--backlog-depth", type=int, default=1_000_000)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
@@ -431,8 +603,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not sizes or sizes[0] != 0:
         parser.error("--sizes must start with 0, the base every ratio is taken against")
     print(f"History size on PostgreSQL: sizes {', '.join(f'{s:,}' for s in sizes)}, "
-          f"{args.rounds} round(s), {args.jobs:,} jobs enqueued and drained per measurement")
-    run(args.pg_url, sizes, args.rounds, args.jobs)
+          f"{args.rounds} round(s), {ENQUEUE_SAMPLES} enqueue samples of {args.jobs:,} jobs "
+          f"a round (all drained), history {args.history}")
+    run(args.pg_url, sizes, args.rounds, args.jobs, args.history, args.keep_history)
     if args.backlog:
         with tempfile.TemporaryDirectory(prefix="rota_bench_backlog_") as tmp:
             backlog(args.pg_url, args.jobs, args.backlog_depth, Path(tmp), args.rounds)

@@ -5,7 +5,8 @@
    transactions per job; rota on SQLite at the defaults beside them.
 2. ``bench.bench_enqueue``: ``enqueue_many``, ``rota enqueue``, ``POST /jobs``.
 3. ``bench.bench_history``: 0 and 1 million finished jobs (``--long``: and 10
-   million, and the 1-million-deep backlog), each figure as a ratio to the
+   million, and the 1-million-deep backlog), grown as a table in use grows
+   (``--history loaded``: bulk-loaded), each figure as a ratio to the
    empty-table one.
 
 Run: ``python -m bench.run_all [--quick] [--long] [--skip-history]``; each part
@@ -31,6 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--long", action="store_true",
                         help="history at 10 million rows too, and the 1M-deep backlog")
     parser.add_argument("--skip-history", action="store_true")
+    parser.add_argument("--history", choices=sorted(bench_history.HISTORY_FORMS),
+                        default="grown", help="how the history is made (see bench_history)")
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
     rounds = "1" if args.quick else "3"
@@ -49,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n" + "=" * 78 + "\n3. history size\n" + "=" * 78)
         sizes = "0,1000000,10000000" if args.long else ("0,100000" if args.quick else "0,1000000")
         history = ["--sizes", sizes, "--rounds", "1" if args.quick else "2", "--jobs", jobs,
-                   "--pg-url", args.pg_url]
+                   "--history", args.history, "--pg-url", args.pg_url]
         if args.long:
             history.append("--backlog")
         status |= bench_history.main(history)
