@@ -38,11 +38,13 @@ checkpoint or autovacuum falls on all alike.
 
 Printed: each figure per size and its ratio to the 0-size figure of the same
 round (target >= 0.9; for latencies the ratio is empty / big, so higher is
-better too). ``--backlog`` adds the deep-queue case: the first ``--jobs`` of a
-1,000,000-deep QUEUED backlog drained at the defaults, against a queue just
-``--jobs`` deep.
+better too). A later 0 in ``--sizes`` (the default: ``0,0,1000000``) is a
+control: a second empty database measured like the others, so its ratios
+show how far this machine's noise alone moves a ratio. ``--backlog`` adds
+the deep-queue case: the first ``--jobs`` of a 1,000,000-deep QUEUED backlog
+drained at the defaults, against a queue just ``--jobs`` deep.
 
-Run: ``python -m bench.bench_history [--sizes 0,1000000,10000000] [--rounds 2]
+Run: ``python -m bench.bench_history [--sizes 0,0,1000000,10000000] [--rounds 3]
 [--history grown|loaded] [--keep-history] [--backlog]``. 10 million rows take
 a few GB of disk and 25 minutes to grow (7 to load); the databases are dropped
 at the end, unless ``--keep-history`` keeps them for the next run.
@@ -53,6 +55,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import statistics
 import sys
 import tempfile
@@ -255,6 +258,11 @@ class Sized:
     db: Database
     minute: int = 0  # the scheduler ticks' clock, one minute per tick
     rounds: list[Figures] = field(default_factory=list)
+    control: bool = False  # a second empty database: its ratios are the machine's noise
+
+    @property
+    def label(self) -> str:
+        return "0 rows (control)" if self.control else f"{self.size:,} rows"
 
 
 def _unfinished_noop(conn: psycopg.Connection[tuple[int]]) -> int:
@@ -472,7 +480,7 @@ def report(sized: Sequence[Sized]) -> None:
     base = sized[0]
     print("\nHistory size: each figure, and its ratio to the same round's empty-table figure "
           "(median over rounds; target >= 0.9)")
-    header = f"  {'figure':<32}" + "".join(f"{s.size:>14,} rows" for s in sized)
+    header = f"  {'figure':<32}" + "".join(f"{s.label:>19}" for s in sized)
     print(header)
     for name, pick, higher_better, unit in RATIOS:
         cells = []
@@ -549,6 +557,10 @@ def run(
         for size in sizes:
             print(f"  preparing a database with {size:,} finished jobs", flush=True)
             sized.append(stack.enter_context(sized_database(admin_url, size, form, keep)))
+            sized[-1].control = len(sized) > 1 and size == 0
+        # Copying a kept 10-million-row database leaves 7 GB for the kernel to write
+        # back: the first round's fsyncs waited behind it (one drain at 0.4 x).
+        os.sync()
         for r in range(rounds):
             order = sized if r % 2 == 0 else list(reversed(sized))
             for s, rate in zip(order, enqueue_rates(order, count), strict=True):
@@ -564,7 +576,7 @@ def run(
                 f = s.rounds[-1]
                 f.idle_tick_ms, f.jobs_ms, f.schedules_ms = tick, jobs_ms, schedules_ms
                 print(
-                    f"  round {r + 1}, {s.size:,} rows: enqueue {f.enqueue:,.0f}/s, claim "
+                    f"  round {r + 1}, {s.label}: enqueue {f.enqueue:,.0f}/s, claim "
                     f"{f.claim:,.0f}/s (steady {f.claim_steady:,.0f}), materialise "
                     f"{f.materialise:,.0f}/s, idle tick {f.idle_tick_ms:.2f} ms, rota jobs "
                     f"{f.jobs_ms:.1f} ms, rota schedules {f.schedules_ms:.1f} ms",
@@ -579,9 +591,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m bench.bench_history", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--sizes", default="0,1000000",
-                        help="finished jobs in each database, the first is the base (0)")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sizes", default="0,0,1000000",
+                        help="finished jobs in each database; the first is the base (0), a "
+                             "later 0 is a control (a second empty database)")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=20_000,
                         help="jobs per enqueue sample (3 a round, all drained)")
     parser.add_argument(

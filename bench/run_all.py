@@ -5,7 +5,8 @@
    transactions per job; rota on SQLite at the defaults beside them.
 2. ``bench.bench_enqueue``: ``enqueue_many``, ``rota enqueue``, ``POST /jobs``.
 3. ``bench.bench_history``: 0 and 1 million finished jobs (``--long``: and 10
-   million, and the 1-million-deep backlog), grown as a table in use grows
+   million, and the 1-million-deep backlog), with a second empty database as
+   a control, grown as a table in use grows
    (``--history loaded``: bulk-loaded), each figure as a ratio to the
    empty-table one.
 
@@ -50,8 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.skip_history:
         print("\n" + "=" * 78 + "\n3. history size\n" + "=" * 78)
-        sizes = "0,1000000,10000000" if args.long else ("0,100000" if args.quick else "0,1000000")
-        history = ["--sizes", sizes, "--rounds", "1" if args.quick else "2", "--jobs", jobs,
+        sizes = "0,0,1000000,10000000" if args.long else (
+            "0,100000" if args.quick else "0,0,1000000")
+        history = ["--sizes", sizes, "--rounds", "1" if args.quick else "3", "--jobs", jobs,
                    "--history", args.history, "--pg-url", args.pg_url]
         if args.long:
             history.append("--backlog")
