@@ -100,6 +100,13 @@ _JOB_ID_SQL = """overlay(overlay(replace(gen_random_uuid()::text, '-', '')
          || lpad(to_hex(((extract(epoch FROM {at}) * 1000)::bigint %% 16777216)::int), 6, '0')
     from 1 for 8) placing '8' from 13 for 1)::uuid"""
 
+# Both forms of history: row ``g`` of ``total`` is made at ``s.at``, spread over
+# the last 30 days, and every second row is scheduled (its occurrence key).
+_HISTORY_AT = "now() - interval '30 days' * (1 - g::float8 / %(total)s) AS at"
+_HISTORY_SCHEDULED = """CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) || '@' || g END,
+           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) END,
+           CASE WHEN g %% 2 = 0 THEN s.at END"""
+
 # History rows: finished, half of them scheduled, spread over the last 30 days.
 _LOAD_JOBS = """
     INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
@@ -109,14 +116,12 @@ _LOAD_JOBS = """
     SELECT """ + _JOB_ID_SQL.format(at="s.at") + """, 'history.job', 'default', s.state, 1, 5,
            s.at, 1, 60, true, false,
            '{"n": 1}'::json, CASE WHEN s.state = 'FAILED' THEN 'BOOM' END,
-           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) || '@' || g END,
-           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) END,
-           CASE WHEN g %% 2 = 0 THEN s.at END,
+           """ + _HISTORY_SCHEDULED + """,
            s.at, s.at + interval '1 second', s.at, s.at + interval '1 second'
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
     LATERAL (SELECT CASE WHEN g %% 100 < 90 THEN 'SUCCEEDED' WHEN g %% 100 < 97 THEN 'FAILED'
                          ELSE 'CANCELLED' END AS state,
-                    now() - interval '30 days' * (1 - g::float8 / %(total)s) AS at) AS s
+                    """ + _HISTORY_AT + """) AS s
 """
 _LOAD_ATTEMPTS = """
     INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at,
@@ -144,12 +149,10 @@ _GROW_QUEUE = """
                       args, dedup_key, schedule_name, scheduled_for, created_at, updated_at)
     SELECT """ + _JOB_ID_SQL.format(at="s.at") + """, 'history.job', 'default', 0, 'QUEUED',
            0, 5, s.at, 0, 60, true, false, '{"n": 1}'::json,
-           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) || '@' || g END,
-           CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) END,
-           CASE WHEN g %% 2 = 0 THEN s.at END,
+           """ + _HISTORY_SCHEDULED + """,
            s.at, s.at
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
-    LATERAL (SELECT now() - interval '30 days' * (1 - g::float8 / %(total)s) AS at) AS s
+    LATERAL (SELECT """ + _HISTORY_AT + """) AS s
 """
 _GROW_CLAIM = """
     WITH claimed AS (
@@ -204,11 +207,9 @@ def grow_history(libpq_url: str, total: int) -> float:
             conn.execute(_GROW_FINISH, {})
             dead += 2 * (last - first + 1)  # the queued and the running version
             if dead > 50 + 0.2 * last:
-                conn.execute("VACUUM jobs")
-                conn.execute("VACUUM job_attempts")
+                on_job_tables(conn, "VACUUM")
                 dead = 0
-        conn.execute("VACUUM ANALYZE jobs")
-        conn.execute("VACUUM ANALYZE job_attempts")
+        on_job_tables(conn, "VACUUM ANALYZE")
         settle(conn)
     return time.perf_counter() - started
 
@@ -223,10 +224,15 @@ def load_history(libpq_url: str, total: int) -> float:
                 conn.execute(_LOAD_JOBS, {"first": first, "last": last, "total": total})
         since = datetime(1970, 1, 1, tzinfo=UTC)
         conn.execute(_LOAD_ATTEMPTS, {"since": since})
-        conn.execute("VACUUM ANALYZE jobs")
-        conn.execute("VACUUM ANALYZE job_attempts")
+        on_job_tables(conn, "VACUUM ANALYZE")
         settle(conn)
     return time.perf_counter() - started
+
+
+def on_job_tables(conn: psycopg.Connection[Any], command: str) -> None:
+    """``command`` (VACUUM, ANALYZE, VACUUM ANALYZE) on ``jobs`` and ``job_attempts``."""
+    for table in ("jobs", "job_attempts"):
+        conn.execute(f"{command} {table}")
 
 
 def settle(conn: psycopg.Connection[Any]) -> None:
@@ -361,8 +367,7 @@ def analyze(db: Database) -> None:
     """
     assert db.libpq_url is not None
     with psycopg.connect(db.libpq_url, autocommit=True) as conn:
-        conn.execute("ANALYZE jobs")
-        conn.execute("ANALYZE job_attempts")
+        on_job_tables(conn, "ANALYZE")
 
 
 def latencies(sized: Sequence[Sized]) -> list[tuple[float, float, float]]:

@@ -29,10 +29,8 @@ from tests.executor_support import (
 pytestmark = pytest.mark.slow
 
 
-def test_a_command_grandchild_assert_dies_with_its_executor(
-    engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
-) -> None:
-    pidfile = tmp_path / "grandchild.pid"
+def _queue_a_command_with_a_grandchild(engine: Engine, pidfile: Path) -> None:
+    """A job whose command starts a child (``sleep``) and writes its pid to ``pidfile``."""
     spec = job_type(
         "cmd",
         handler=None,
@@ -41,6 +39,13 @@ def test_a_command_grandchild_assert_dies_with_its_executor(
     )
     store_types(engine, spec)
     add_jobs(engine, spec)
+
+
+def test_a_command_grandchild_assert_dies_with_its_executor(
+    engine: Engine, executors: Executors, tmp_path: Path, pids: list[int]
+) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    _queue_a_command_with_a_grandchild(engine, pidfile)
     assert_dies_with_its_executor(executors, pids, "grandchild", lambda: pid_in(pidfile))
 
 
@@ -75,14 +80,7 @@ def test_a_command_grandchild_dies_with_an_executor_killed_the_moment_it_started
         _DIES_RIGHT_AFTER_THE_COMMAND_STARTS.format(pidfile=str(pidfile))
     )
     monkeypatch.setenv("PYTHONPATH", str(hook))
-    spec = job_type(
-        "cmd",
-        handler=None,
-        command=("sh", "-c", f'sleep 300 & echo $! > "{pidfile}.tmp" && '
-                 f'mv "{pidfile}.tmp" "{pidfile}"; wait'),
-    )
-    store_types(engine, spec)
-    add_jobs(engine, spec)
+    _queue_a_command_with_a_grandchild(engine, pidfile)
     proc = executors.start("--poll-interval", "0.1")
     pid: int = wait_for(lambda: pid_in(pidfile), timeout=30, what="the grandchild to start")
     pids.append(pid)
