@@ -35,8 +35,14 @@ from rota.api.resources import job_location, job_resource
 from rota.shared.durations import DurationError, parse_duration
 from rota.shared.enqueue import QueueFull, UnknownJobType, enqueue
 from rota.shared.queries.jobs_control import replay_failed, request_cancel
-from rota.shared.queries.jobs_page import JobFilter, Keyset, page_jobs
-from rota.shared.queries.jobs_read import database_now, get_attempts, get_job
+from rota.shared.queries.jobs_read import (
+    JobFilter,
+    Keyset,
+    database_now,
+    get_attempts,
+    get_job,
+    newest_jobs,
+)
 from rota.shared.states import ALL_STATES, JobState
 from rota.shared.timefmt import parse_instant
 
@@ -96,8 +102,10 @@ def _load(conn: Connection, job_id: uuid.UUID, *, attempts: bool) -> dict[str, A
         }
     },
     responses={
-        202: {"description": "accepted; Location names the job (an existing one for a known "
-              "dedup_key)"},
+        202: {
+            "description": "accepted; Location names the job (an existing one for a known "
+            "dedup_key)"
+        },
         400: {"description": "the body is not JSON"},
         422: {"description": "invalid values, or an unknown job type"},
         429: {"description": "backpressure: the job type's limits refuse it; see Retry-After"},
@@ -250,8 +258,13 @@ def list_jobs(
     after = _decode_cursor(cursor) if cursor else None
     with engine_of(request).connect() as conn:
         now = database_now(conn)
-        f = JobFilter(states, job_type, schedule, _since(since, now))
-        rows = page_jobs(conn, f, limit=limit + 1, after=after)
+        f = JobFilter(
+            states=states,
+            job_types=() if job_type is None else (job_type,),
+            schedules=() if schedule is None else (schedule,),
+            created_since=_since(since, now),
+        )
+        rows = newest_jobs(conn, f, limit=limit + 1, after=after)
     page = rows[:limit]
     body: dict[str, Any] = {
         "jobs": [job_resource(r, now, args=False) for r in page],

@@ -185,6 +185,16 @@ jobs = Table(
         postgresql_where=text(f"state IN {TERMINAL_SQL}"),
         sqlite_where=text(f"state IN {TERMINAL_SQL}"),
     ),
+    # ...and the newest unfinished jobs of a state the end of this one's (0010): the
+    # listing reads a page of them, not the whole queue, however deep it is.
+    Index(
+        "ix_jobs_unfinished_created",
+        "state",
+        "created_at",
+        "job_id",
+        postgresql_where=text(f"state IN {UNFINISHED_SQL}"),
+        sqlite_where=text(f"state IN {UNFINISHED_SQL}"),
+    ),
     Index(
         "ix_jobs_leased_tenant",
         "tenant",

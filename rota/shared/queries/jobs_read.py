@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, RowMapping, Select, func, select, text, union_all
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    RowMapping,
+    Select,
+    func,
+    select,
+    text,
+    tuple_,
+    union_all,
+)
 
 from rota.shared.models import job_attempts, jobs
 from rota.shared.sqltime import db_now
@@ -46,6 +56,54 @@ class JobFilter:
         return out
 
 
+@dataclass(frozen=True)
+class Keyset:
+    """Where a page ends: its last row. The next page starts strictly after it."""
+
+    created_at: datetime
+    job_id: uuid.UUID
+
+
+# Each state's rows in created_at order: finished ones in ix_jobs_history,
+# unfinished ones in ix_jobs_unfinished_created. A part's WHERE repeats the
+# index's own predicate so SQLite (which matches it textually) takes the index.
+_STATE_GROUPS = ((TERMINAL, TERMINAL_SQL), (UNFINISHED, UNFINISHED_SQL))
+
+
+def newest_jobs(
+    conn: Connection, where: JobFilter, *, limit: int | None, after: Keyset | None = None
+) -> Sequence[RowMapping]:
+    """Jobs matching ``where``, newest first by (created_at, job_id), after ``after``.
+
+    Read as one part per state wanted, each the first ``limit`` rows of its
+    state's range of an index on (state, created_at), then merged: the cost
+    follows ``limit`` and the number of states, not the size of the history
+    or the depth of the queue (``limit`` None: every match). The keyset
+    bounds each range: a page deep in the history costs what the first does.
+    """
+    wanted = set(where.states or (*TERMINAL, *UNFINISHED))
+    narrowed = replace(where, states=()).clauses()
+    if after is not None:
+        narrowed += [
+            jobs.c.created_at <= after.created_at,
+            tuple_(jobs.c.created_at, jobs.c.job_id) < tuple_(after.created_at, after.job_id),
+        ]
+    order = (jobs.c.created_at.desc(), jobs.c.job_id.desc())
+    parts: list[Select[Any]] = []
+    for group, group_sql in _STATE_GROUPS:
+        for state in group:
+            if state in wanted:
+                part = select(jobs).where(text(f"jobs.state IN {group_sql}"), jobs.c.state == state)
+                parts.append(part.where(*narrowed).order_by(*order).limit(limit))
+    if not parts:
+        return []
+    if len(parts) == 1:
+        return conn.execute(parts[0]).mappings().all()
+    merged = union_all(*(p.subquery().select() for p in parts)).subquery()
+    stmt = select(merged).order_by(merged.c.created_at.desc(), merged.c.job_id.desc())
+    return conn.execute(stmt.limit(limit)).mappings().all()
+
+
 def list_jobs(
     conn: Connection,
     *,
@@ -54,41 +112,16 @@ def list_jobs(
     where: JobFilter | None = None,
     limit: int | None = 100,
 ) -> Sequence[RowMapping]:
-    """Jobs, newest first: those matching ``where`` (and ``state``, ``schedule`` if given).
-
-    Read as one part per finished state wanted, each the newest ``limit`` of
-    its state through ``ix_jobs_history`` (state, created_at; finished rows
-    only), plus one part for the unfinished states wanted, merged: the cost
-    follows ``limit`` and the number of unfinished jobs, not the size of the
-    history.
-    """
+    """The newest ``limit`` jobs (None: all) matching ``where`` (and ``state``, ``schedule``)."""
     where = where or JobFilter()
     states = set(where.states or (*TERMINAL, *UNFINISHED))
     if state is not None:
         states &= {state}
-    schedules = where.schedules if schedule is None else (schedule,)
-    narrowed = JobFilter(
-        job_types=where.job_types, schedules=schedules, created_since=where.created_since
-    ).clauses()
-    order = (jobs.c.created_at.desc(), jobs.c.job_id)
-    parts: list[Select[Any]] = []
-    for s in TERMINAL:  # the partial index's own predicate, written out for SQLite
-        if s in states:
-            part = select(jobs).where(text(f"jobs.state IN {TERMINAL_SQL}"), jobs.c.state == s)
-            parts.append(part.where(*narrowed).order_by(*order).limit(limit))
-    unfinished = [s for s in UNFINISHED if s in states]
-    if unfinished:
-        part = select(jobs).where(text(f"jobs.state IN {UNFINISHED_SQL}"))
-        if len(unfinished) < len(UNFINISHED):
-            part = part.where(jobs.c.state.in_(unfinished))
-        parts.append(part.where(*narrowed).order_by(*order).limit(limit))
-    if not parts:
+    ordered = tuple(s for s in (*TERMINAL, *UNFINISHED) if s in states)
+    if not ordered:  # no known state wanted: none, not all
         return []
-    if len(parts) == 1:
-        return conn.execute(parts[0]).mappings().all()
-    merged = union_all(*(p.subquery().select() for p in parts)).subquery()
-    stmt = select(merged).order_by(merged.c.created_at.desc(), merged.c.job_id).limit(limit)
-    return conn.execute(stmt).mappings().all()
+    schedules = where.schedules if schedule is None else (schedule,)
+    return newest_jobs(conn, replace(where, states=ordered, schedules=schedules), limit=limit)
 
 
 def count_by_state(conn: Connection, where: JobFilter) -> dict[str, int]:
