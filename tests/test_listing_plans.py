@@ -25,7 +25,13 @@ from sqlalchemy import Connection, Engine, event, insert, select, text
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.models import jobs
 from rota.shared.queries.job_types import upsert_job_types
-from rota.shared.queries.jobs_read import JobFilter, Keyset, list_jobs, newest_jobs
+from rota.shared.queries.jobs_read import (
+    JobFilter,
+    Keyset,
+    list_jobs,
+    newest_jobs,
+    recent_failed,
+)
 from rota.shared.states import TERMINAL, UNFINISHED
 
 ROWS = 30_000  # every 10th unfinished: 3,000 unfinished jobs beside 27,000 finished ones
@@ -111,6 +117,9 @@ def _sqlite_plan(conn: Connection, statement: str, params: Any) -> list[tuple[in
 
 
 Listing = Callable[[Connection], Sequence[Any]]
+_INDEXES = r"SEARCH jobs USING INDEX ix_jobs_(history|unfinished_created) "
+BY_STATE = _INDEXES + r"\(state=\?\)"
+BY_STATE_AFTER = _INDEXES + r"\(state=\? AND created_at<\?\)"
 EVERY = len(TERMINAL) + len(UNFINISHED)
 
 # (name, listing, parts: one per state read, rows each part may read)
@@ -172,7 +181,7 @@ def test_a_page_far_down_the_history_is_read_from_where_it_starts(history: Engin
 
         assert [r["job_id"] for r in listing(conn)] == following
         for statement, params in _statements(conn, listing):
-            _assert_bounded(conn, statement, params, EVERY, LIMIT + 1, keyset=True)
+            _assert_bounded(conn, statement, params, EVERY, LIMIT + 1, BY_STATE_AFTER)
 
 
 def _statements(conn: Connection, listing: Listing) -> list[tuple[str, Any]]:
@@ -188,9 +197,9 @@ def _assert_bounded(
     params: Any,
     parts: int,
     per_part: int,
-    *,
-    keyset: bool = False,
+    search: str = BY_STATE,
 ) -> None:
+    """At most ``per_part`` rows read per part; on SQLite, each part a ``search`` in order."""
     if conn.dialect.name == "postgresql":
         read = _pg_rows_read(conn, statement, params)
         # each part reads its rows, plus the one that ends an equal-created_at group
@@ -202,17 +211,35 @@ def _assert_bounded(
     plan = _sqlite_plan(conn, statement, params)
     scans = [(parent, d) for _, parent, d in plan if re.search(r"\b(SCAN|SEARCH) jobs\b", d)]
     assert len(scans) == parts, "\n".join(map(str, plan))
-    bound = r" AND created_at<\?" if keyset else ""
     for parent, detail in scans:
-        assert re.fullmatch(
-            r"SEARCH jobs USING INDEX ix_jobs_(history|unfinished_created) "
-            rf"\(state=\?{bound}\)",
-            detail,
-        ), plan
+        assert re.fullmatch(search, detail), "\n".join(map(str, plan))
         # rows read in index order up to the limit: no sort of the part's rows
         # (a sort of the job ids of one created_at, its RIGHT PART, stops there too)
         sorts = [d for _, p, d in plan if p == parent and "TEMP B-TREE" in d]
         assert all("RIGHT PART" in d for d in sorts), "\n".join(map(str, plan))
+
+
+def test_the_last_jobs_to_fail_are_read_without_reading_every_failure(history: Engine) -> None:
+    """The dashboard's list: 9,000 failed jobs kept, two types, a page of each read."""
+    with history.connect() as conn:
+        failed = recent_failed(conn, ["a", "b", "never failed"], LIMIT)
+        last = (
+            conn.execute(
+                select(jobs.c.job_id)
+                .where(jobs.c.state == "FAILED")
+                .order_by(jobs.c.finished_at.desc(), jobs.c.job_id.desc())
+                .limit(LIMIT)
+            )
+            .scalars()
+            .all()
+        )
+        assert [r["job_id"] for r in failed] == last
+        assert recent_failed(conn, [], LIMIT) == []
+        by_type = r"SEARCH jobs USING INDEX ix_jobs_finished \(state=\? AND job_type=\?\)"
+        for statement, params in _statements(
+            conn, lambda c: recent_failed(c, ["a", "b", "never failed"], LIMIT)
+        ):
+            _assert_bounded(conn, statement, params, 3, LIMIT, by_type)
 
 
 def test_the_listing_is_newest_first(history: Engine) -> None:

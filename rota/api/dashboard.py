@@ -39,8 +39,7 @@ from rota.shared.metrics import (
 )
 from rota.shared.queries.job_types import load_job_types
 from rota.shared.queries.jobs_gauges import jobs_by_state, oldest_due_by_pool, stuck_by_pool
-from rota.shared.queries.jobs_page import recent_failed
-from rota.shared.queries.jobs_read import database_now
+from rota.shared.queries.jobs_read import database_now, recent_failed
 from rota.shared.queries.metrics import read_minutes, read_totals
 from rota.shared.queries.schedule_skips import totals_by_reason
 from rota.shared.queries.schedules import list_schedules
@@ -152,7 +151,8 @@ def dashboard_data(conn: Connection) -> dict[str, Any]:
     totals = read_totals(conn)
     schedules = list_schedules(conn)
     skips = totals_by_reason(conn)
-    failed = recent_failed(conn, FAILED_SHOWN)
+    failing = {c.job_type for c in counts if c.state == "FAILED"}
+    failed = recent_failed(conn, failing, FAILED_SHOWN)
     workers = [w.to_json() for w in list_workers(conn, now=now)]
 
     table: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)

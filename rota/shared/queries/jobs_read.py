@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -22,7 +22,7 @@ from sqlalchemy import (
 
 from rota.shared.models import job_attempts, jobs
 from rota.shared.sqltime import db_now
-from rota.shared.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
+from rota.shared.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL, JobState
 
 
 def database_now(conn: Connection) -> datetime:
@@ -88,19 +88,44 @@ def newest_jobs(
             jobs.c.created_at <= after.created_at,
             tuple_(jobs.c.created_at, jobs.c.job_id) < tuple_(after.created_at, after.job_id),
         ]
-    order = (jobs.c.created_at.desc(), jobs.c.job_id.desc())
-    parts: list[Select[Any]] = []
-    for group, group_sql in _STATE_GROUPS:
-        for state in group:
-            if state in wanted:
-                part = select(jobs).where(text(f"jobs.state IN {group_sql}"), jobs.c.state == state)
-                parts.append(part.where(*narrowed).order_by(*order).limit(limit))
+    parts = [
+        select(jobs).where(text(f"jobs.state IN {group_sql}"), jobs.c.state == state, *narrowed)
+        for group, group_sql in _STATE_GROUPS
+        for state in group
+        if state in wanted
+    ]
+    return _first_of_each(conn, parts, "created_at", limit)
+
+
+def recent_failed(conn: Connection, job_types: Iterable[str], limit: int) -> Sequence[RowMapping]:
+    """The last ``limit`` jobs to fail, of any of ``job_types`` (the dashboard's list).
+
+    One part per job type, the end of its FAILED range of ``ix_jobs_finished``
+    (state, job_type, finished_at): the cost follows ``limit`` and the number of
+    types, not the number of failed jobs kept (30 days of them by default).
+    """
+    parts = [
+        select(jobs).where(
+            text(f"jobs.state IN {TERMINAL_SQL}"),
+            jobs.c.state == JobState.FAILED.value,
+            jobs.c.job_type == job_type,
+        )
+        for job_type in sorted(set(job_types))
+    ]
+    return _first_of_each(conn, parts, "finished_at", limit)
+
+
+def _first_of_each(
+    conn: Connection, parts: list[Select[Any]], newest: str, limit: int | None
+) -> Sequence[RowMapping]:
+    """The first ``limit`` rows of all ``parts``, each read newest first by (newest, job_id)."""
     if not parts:
         return []
-    if len(parts) == 1:
-        return conn.execute(parts[0]).mappings().all()
-    merged = union_all(*(p.subquery().select() for p in parts)).subquery()
-    stmt = select(merged).order_by(merged.c.created_at.desc(), merged.c.job_id.desc())
+    limited = [p.order_by(jobs.c[newest].desc(), jobs.c.job_id.desc()).limit(limit) for p in parts]
+    if len(limited) == 1:
+        return conn.execute(limited[0]).mappings().all()
+    merged = union_all(*(p.subquery().select() for p in limited)).subquery()
+    stmt = select(merged).order_by(merged.c[newest].desc(), merged.c.job_id.desc())
     return conn.execute(stmt.limit(limit)).mappings().all()
 
 
