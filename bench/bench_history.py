@@ -31,7 +31,9 @@ size, as autovacuum would keep them):
   schedules, a pool nobody serves), occurrences/s, median of 5 ticks;
 * idle tick: ``SchedulerService.run_once`` with nothing due, p50 of 100;
 * ``rota jobs`` and ``rota schedules``: the command run in-process (no Python
-  start-up; connection, schema check, query and output), median of 15.
+  start-up; connection, schema check, query and output), median of 15;
+* what ``rota serve`` reads for ``GET /jobs`` (the first page) and for a
+  dashboard refresh, on a pooled connection, median of 15.
 
 Enqueue samples and the last four take from a few ms to half a second: their
 samples alternate between the sizes (one on each, then again), so a
@@ -69,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from sqlalchemy import Engine
 
 from bench.bench_compare import _steady, watch
 from bench.bench_enqueue import enqueue_many_rate
@@ -81,12 +84,15 @@ from bench.bench_executor import (
     prepare_database,
     start_executors,
 )
+from rota.api.dashboard import dashboard_data
+from rota.api.jobs import DEFAULT_PAGE
 from rota.cli.main import main as rota_main
 from rota.migrations.runner import head_revision
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.service import SchedulerService
 from rota.shared.config.model import JobTypeSpec, ScheduleFile, ScheduleSpec
 from rota.shared.database import make_engine
+from rota.shared.queries.jobs_read import JobFilter, newest_jobs
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 SCHEDULES = 2000
@@ -257,6 +263,8 @@ class Figures:
     idle_tick_ms: float = 0.0
     jobs_ms: float = 0.0
     schedules_ms: float = 0.0
+    page_ms: float = 0.0
+    dashboard_ms: float = 0.0
 
 
 @dataclass
@@ -370,8 +378,8 @@ def analyze(db: Database) -> None:
         on_job_tables(conn, "ANALYZE")
 
 
-def latencies(sized: Sequence[Sized]) -> list[tuple[float, float, float]]:
-    """(idle tick p50, ``rota jobs``, ``rota schedules``) in ms, for each size.
+def latencies(sized: Sequence[Sized]) -> list[tuple[float, ...]]:
+    """(idle tick p50, ``rota jobs``, ``rota schedules``, API page, dashboard) in ms, per size.
 
     These take a millisecond or a few dozen: a checkpoint or an autovacuum
     beside one size's burst of samples would decide its figure. So every
@@ -390,6 +398,7 @@ def latencies(sized: Sequence[Sized]) -> list[tuple[float, float, float]]:
                 started = time.perf_counter()
                 service.run_once(at)
                 ticks[i].append(time.perf_counter() - started)
+        pages, boards = served_ms(engines)
     finally:
         for e in engines:
             e.dispose()
@@ -403,9 +412,37 @@ def latencies(sized: Sequence[Sized]) -> list[tuple[float, float, float]]:
             jobs[i].append(command_ms(["jobs", "--db", s.db.url]))
             schedules[i].append(command_ms(["schedules", "--db", s.db.url]))
     return [
-        (statistics.median(t) * 1000, statistics.median(j), statistics.median(c))
-        for t, j, c in zip(ticks, jobs, schedules, strict=True)
+        (statistics.median(t) * 1000, statistics.median(j), statistics.median(c), p, b)
+        for t, j, c, p, b in zip(ticks, jobs, schedules, pages, boards, strict=True)
     ]
+
+
+def served_ms(engines: Sequence[Engine]) -> tuple[list[float], list[float]]:
+    """What ``rota serve`` reads per request, in ms, median of 15 each, per engine.
+
+    ``GET /jobs``'s first page (``newest_jobs``, 50 rows and one more) and the
+    dashboard's refresh (``dashboard_data``: counts, gauges, charts, the last
+    failures), on a pooled connection: the HTTP layer costs the same on every
+    size, so it is left out of the ratio.
+    """
+    samples: list[tuple[list[float], list[float]]] = [([], []) for _ in engines]
+    for sample in range(16):  # the first is a warm-up
+        for engine, (pages, boards) in zip(engines, samples, strict=True):
+            with engine.connect() as conn:
+                started = time.perf_counter()
+                page = newest_jobs(conn, JobFilter(), limit=DEFAULT_PAGE + 1)
+                paged = time.perf_counter()
+                dashboard_data(conn)
+                done = time.perf_counter()
+            if not page:
+                raise RuntimeError("GET /jobs read no job: the bench made none")
+            if sample:
+                pages.append((paged - started) * 1000)
+                boards.append((done - paged) * 1000)
+    return (
+        [statistics.median(p) for p, _ in samples],
+        [statistics.median(b) for _, b in samples],
+    )
 
 
 def command_ms(argv: list[str]) -> float:
@@ -493,6 +530,8 @@ RATIOS: list[tuple[str, Callable[[Figures], float], bool, str]] = [
     ("idle tick p50", lambda f: f.idle_tick_ms, False, "ms"),
     ("rota jobs", lambda f: f.jobs_ms, False, "ms"),
     ("rota schedules (2,000)", lambda f: f.schedules_ms, False, "ms"),
+    ("GET /jobs, first page (query)", lambda f: f.page_ms, False, "ms"),
+    ("dashboard refresh (queries)", lambda f: f.dashboard_ms, False, "ms"),
 ]
 
 
@@ -594,14 +633,15 @@ def run(
                 )
             for s, rate in zip(sized, materialise_rates(sized), strict=True):
                 s.rounds[-1].materialise = rate
-            for s, (tick, jobs_ms, schedules_ms) in zip(sized, latencies(sized), strict=True):
+            for s, figures in zip(sized, latencies(sized), strict=True):
                 f = s.rounds[-1]
-                f.idle_tick_ms, f.jobs_ms, f.schedules_ms = tick, jobs_ms, schedules_ms
+                f.idle_tick_ms, f.jobs_ms, f.schedules_ms, f.page_ms, f.dashboard_ms = figures
                 print(
                     f"  round {r + 1}, {s.label}: enqueue {f.enqueue:,.0f}/s, claim "
                     f"{f.claim:,.0f}/s (steady {f.claim_steady:,.0f}), materialise "
                     f"{f.materialise:,.0f}/s, idle tick {f.idle_tick_ms:.2f} ms, rota jobs "
-                    f"{f.jobs_ms:.1f} ms, rota schedules {f.schedules_ms:.1f} ms",
+                    f"{f.jobs_ms:.1f} ms, rota schedules {f.schedules_ms:.1f} ms, GET /jobs "
+                    f"{f.page_ms:.1f} ms, dashboard {f.dashboard_ms:.1f} ms",
                     flush=True,
                 )
         report(sized)
