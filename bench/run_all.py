@@ -10,7 +10,7 @@
    (``--history loaded``: bulk-loaded), each figure as a ratio to the
    empty-table one.
 
-Run: ``python -m bench.run_all [--quick] [--long] [--skip-history]``; each part
+Run: ``python -m bench.run_all [--quick] [--long] [--keep-history] [--skip-history]``; each part
 also runs alone (``python -m bench.bench_compare --help`` and so on).
 """
 
@@ -35,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-history", action="store_true")
     parser.add_argument("--history", choices=sorted(bench_history.HISTORY_FORMS),
                         default="grown", help="how the history is made (see bench_history)")
+    parser.add_argument("--keep-history", action="store_true",
+                        help="keep the history databases for the next run (see bench_history)")
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
     rounds = "1" if args.quick else "3"
@@ -57,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "--history", args.history, "--pg-url", args.pg_url]
         if args.long:
             history.append("--backlog")
+        if args.keep_history:
+            history.append("--keep-history")
         status |= bench_history.main(history)
     print(f"\nall parts done in {time.monotonic() - started:,.0f} s")
     return status
