@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import uuid
 from collections.abc import Iterator
@@ -155,6 +157,8 @@ def test_list_filters_and_keyset_pages(api: httpx.Client, engine: Engine) -> Non
     assert api.get("/jobs?state=DONE").status_code == 422
     assert api.get("/jobs?since=soon").status_code == 422
     assert api.get("/jobs?cursor=garbage").status_code == 422
+    naive = base64.urlsafe_b64encode(json.dumps(["2026-01-01T00:00:00", made[0]]).encode())
+    assert api.get(f"/jobs?cursor={naive.decode().rstrip('=')}").status_code == 422
     assert api.get("/jobs?limit=0").status_code == 422
 
 

@@ -1,12 +1,15 @@
 """Listing jobs newest first reads about ``limit`` rows per state, whatever the tables hold.
 
-``rota jobs`` and ``GET /jobs`` show the newest jobs. With a long history and
-a deep queue, reading every unfinished job (or every job) to sort them and
-keep the first page made the listing cost follow the table: at a million
-finished jobs beside 24,000 unfinished ones, ``rota jobs`` read the table by a
-sequential scan (0.4x its empty-table speed). The rows each statement reads
-are asserted (PostgreSQL's EXPLAIN ANALYZE), and on SQLite the plan (every
-part of it reads its state's rows through an index, in order).
+``rota jobs``, ``GET /jobs`` and the dashboard's last failures show the newest
+jobs. With a long history and a deep queue, reading every unfinished job (or
+every job, or every failure kept) to sort them and keep the first page made
+the listing cost follow the table: at a million finished jobs beside 24,000
+unfinished ones, ``rota jobs`` read the table by a sequential scan (0.4x its
+empty-table speed). The rows each part of a statement reads are asserted
+(PostgreSQL's EXPLAIN ANALYZE), and on SQLite the plan (each part reads its
+rows through an index, in order). Jobs made in one transaction share their
+``created_at``: the history here is made of such groups, across states, and
+every page of a keyset walk is checked against a sort done here.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -35,6 +38,7 @@ from rota.shared.queries.jobs_read import (
 from rota.shared.states import TERMINAL, UNFINISHED
 
 ROWS = 30_000  # every 10th unfinished: 3,000 unfinished jobs beside 27,000 finished ones
+TIED = 5  # jobs sharing one created_at, as those inserted in one transaction do
 LIMIT = 20
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -47,7 +51,8 @@ def _state(i: int) -> str:
 
 def _row(i: int) -> dict[str, Any]:
     state = _state(i)
-    at = T0 + timedelta(seconds=i)
+    at = T0 + timedelta(seconds=i // TIED)
+    finished = at + timedelta(seconds=(i * 7919) % 10_000)  # not in created_at order
     return {
         "job_id": uuid.uuid4(),
         "job_type": ("a", "b")[i % 2],
@@ -57,11 +62,11 @@ def _row(i: int) -> dict[str, Any]:
         "max_attempts": 5,
         "run_after": at,
         "lease_generation": 0 if state in UNFINISHED else 1,
-        "finished_at": None if state in UNFINISHED else at,
+        "finished_at": None if state in UNFINISHED else finished,
         "schedule_name": "s" if i % 4 == 0 else None,
         "scheduled_for": at if i % 4 == 0 else None,
         "created_at": at,
-        "updated_at": at,
+        "updated_at": T0 + timedelta(seconds=ROWS - i),  # neither order
     }
 
 
@@ -74,6 +79,12 @@ def history(engine: Engine) -> Engine:
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("ANALYZE"))
     return engine
+
+
+def _every(conn: Connection) -> list[Any]:
+    """Every job, sorted here: newest created first, then the greater job id."""
+    rows = conn.execute(select(jobs)).mappings().all()
+    return sorted(rows, key=lambda r: (r["created_at"], r["job_id"]), reverse=True)
 
 
 @contextmanager
@@ -90,23 +101,25 @@ def _captured(conn: Connection) -> Iterator[list[tuple[str, Any]]]:
         event.remove(conn, "before_cursor_execute", keep)
 
 
-def _pg_rows_read(conn: Connection, statement: str, params: Any) -> int:
-    """Rows the plan's scans of ``jobs`` produced or filtered out, over all loops."""
+def _pg_reads(conn: Connection, statement: str, params: Any) -> list[int]:
+    """For each scan of ``jobs`` in the plan: the rows it produced or filtered out."""
     (doc,) = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params).one()
     plan = (json.loads(doc) if isinstance(doc, str) else doc)[0]["Plan"]
+    reads: list[int] = []
 
-    def walk(node: dict[str, Any]) -> int:
-        own = 0
+    def walk(node: dict[str, Any]) -> None:
         if node.get("Relation Name") == "jobs":
             per_loop = (
                 node["Actual Rows"]
                 + node.get("Rows Removed by Filter", 0)
                 + node.get("Rows Removed by Index Recheck", 0)
             )
-            own = per_loop * node["Actual Loops"]
-        return own + sum(walk(child) for child in node.get("Plans", []))
+            reads.append(per_loop * node["Actual Loops"])
+        for child in node.get("Plans", []):
+            walk(child)
 
-    return walk(plan)
+    walk(plan)
+    return reads
 
 
 def _sqlite_plan(conn: Connection, statement: str, params: Any) -> list[tuple[int, int, str]]:
@@ -117,10 +130,10 @@ def _sqlite_plan(conn: Connection, statement: str, params: Any) -> list[tuple[in
 
 
 Listing = Callable[[Connection], Sequence[Any]]
-_INDEXES = r"SEARCH jobs USING INDEX ix_jobs_(history|unfinished_created) "
-BY_STATE = _INDEXES + r"\(state=\?\)"
-BY_STATE_AFTER = _INDEXES + r"\(state=\? AND created_at<\?\)"
 EVERY = len(TERMINAL) + len(UNFINISHED)
+_BY_STATE_INDEX = r"SEARCH jobs USING INDEX ix_jobs_(history|unfinished_created) "
+BY_STATE = _BY_STATE_INDEX + r"\(state=\?\)"
+BY_STATE_AFTER = _BY_STATE_INDEX + r"\(state=\? AND \(created_at,job_id\)<\(\?,\?\)\)"
 
 # (name, listing, parts: one per state read, rows each part may read)
 _NEWEST: list[tuple[str, Listing, int, int]] = [
@@ -132,12 +145,12 @@ _NEWEST: list[tuple[str, Listing, int, int]] = [
         len(UNFINISHED),
         LIMIT,
     ),
-    # half the jobs are of type a: a part reads about twice its limit
+    # half the jobs are of type a, alternating: a part reads about twice its limit
     (
         "of a type",
         lambda c: list_jobs(c, where=JobFilter(job_types=("a",)), limit=LIMIT),
         EVERY,
-        2 * LIMIT,
+        2 * LIMIT + 2,
     ),
     ("api page", lambda c: newest_jobs(c, JobFilter(), limit=LIMIT + 1), EVERY, LIMIT + 1),
     (
@@ -161,27 +174,61 @@ def test_the_newest_jobs_are_read_without_reading_the_rest(
 
 
 def test_a_page_far_down_the_history_is_read_from_where_it_starts(history: Engine) -> None:
-    """Page after page: the keyset bounds the index range, not a filter over the newer rows."""
-    newest_first = (jobs.c.created_at.desc(), jobs.c.job_id.desc())
+    """The keyset bounds each part's index range, inside a group of equal created_at too."""
     with history.connect() as conn:
-        deep = conn.execute(
-            select(jobs.c.created_at, jobs.c.job_id).order_by(*newest_first).offset(20_000).limit(1)
-        ).one()
-        following = (
-            conn.execute(
-                select(jobs.c.job_id).order_by(*newest_first).offset(20_001).limit(LIMIT + 1)
-            )
-            .scalars()
-            .all()
-        )
-        after = Keyset(deep.created_at, deep.job_id)
+        every = _every(conn)
+        deep = every[20_002]  # the middle of a group of TIED
+        assert deep["created_at"] == every[20_001]["created_at"] == every[20_003]["created_at"]
+        after = Keyset(deep["created_at"], deep["job_id"])
 
         def listing(c: Connection) -> Sequence[Any]:
             return newest_jobs(c, JobFilter(), limit=LIMIT + 1, after=after)
 
-        assert [r["job_id"] for r in listing(conn)] == following
+        listed = [r["job_id"] for r in listing(conn)]
+        assert listed == [r["job_id"] for r in every[20_003 : 20_003 + LIMIT + 1]]
         for statement, params in _statements(conn, listing):
             _assert_bounded(conn, statement, params, EVERY, LIMIT + 1, BY_STATE_AFTER)
+
+
+_WALKS = [
+    JobFilter(),
+    JobFilter(states=("SUCCEEDED", "QUEUED")),
+    JobFilter(job_types=("a",), schedules=("s",)),
+    JobFilter(created_since=T0 + timedelta(seconds=ROWS // TIED - 700)),
+]
+
+
+@pytest.mark.parametrize("where", _WALKS, ids=["all", "two states", "type and schedule", "since"])
+def test_a_keyset_walk_lists_every_match_once_in_order(history: Engine, where: JobFilter) -> None:
+    """Page after page of 7 (a page ends inside groups of equal created_at), to the end."""
+    with history.connect() as conn:
+        expected = [
+            r["job_id"]
+            for r in _every(conn)
+            if (not where.states or r["state"] in where.states)
+            and (not where.job_types or r["job_type"] in where.job_types)
+            and (not where.schedules or r["schedule_name"] in where.schedules)
+            and (where.created_since is None or r["created_at"] >= where.created_since)
+        ][:3_000]
+        assert len(expected) > 1_000
+        walked: list[uuid.UUID] = []
+        after = None
+        while len(walked) < len(expected):
+            page = newest_jobs(conn, where, limit=7, after=after)
+            assert page, f"the walk ended after {len(walked)} of {len(expected)}"
+            walked += [r["job_id"] for r in page]
+            after = Keyset(page[-1]["created_at"], page[-1]["job_id"])
+    assert walked[: len(expected)] == expected
+
+
+def test_a_keyset_in_another_time_zone_is_the_same_instant(history: Engine) -> None:
+    """A keyset written at +05:00 pages as its UTC instant does (SQLite stores UTC text)."""
+    with history.connect() as conn:
+        every = _every(conn)
+        mark = every[101]
+        shifted = mark["created_at"].astimezone(timezone(timedelta(hours=5)))
+        page = newest_jobs(conn, JobFilter(), limit=3, after=Keyset(shifted, mark["job_id"]))
+    assert [r["job_id"] for r in page] == [r["job_id"] for r in every[102:105]]
 
 
 def _statements(conn: Connection, listing: Listing) -> list[tuple[str, Any]]:
@@ -199,57 +246,40 @@ def _assert_bounded(
     per_part: int,
     search: str = BY_STATE,
 ) -> None:
-    """At most ``per_part`` rows read per part; on SQLite, each part a ``search`` in order."""
+    """``parts`` reads of ``jobs``, each at most ``per_part`` rows; on SQLite, ``search``es."""
     if conn.dialect.name == "postgresql":
-        read = _pg_rows_read(conn, statement, params)
-        # each part reads its rows, plus the one that ends an equal-created_at group
-        assert read <= parts * (per_part + 1), (
-            f"{read} rows read, {parts} parts:\n{statement}\n"
-            + "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN ANALYZE " + statement, params))
-        )
+        reads = _pg_reads(conn, statement, params)
+        explained = conn.exec_driver_sql("EXPLAIN ANALYZE " + statement, params)
+        shown = "\n".join(r[0] for r in explained)
+        assert len(reads) == parts, shown
+        assert max(reads) <= per_part, f"{reads} rows read by the parts:\n{shown}"
         return
-    plan = _sqlite_plan(conn, statement, params)
-    scans = [(parent, d) for _, parent, d in plan if re.search(r"\b(SCAN|SEARCH) jobs\b", d)]
-    assert len(scans) == parts, "\n".join(map(str, plan))
+    lines = _sqlite_plan(conn, statement, params)
+    shown = "\n".join(map(str, lines))
+    scans = [(parent, d) for _, parent, d in lines if re.search(r"\b(SCAN|SEARCH) jobs\b", d)]
+    assert len(scans) == parts, shown
     for parent, detail in scans:
-        assert re.fullmatch(search, detail), "\n".join(map(str, plan))
+        assert re.fullmatch(search, detail), shown
         # rows read in index order up to the limit: no sort of the part's rows
-        # (a sort of the job ids of one created_at, its RIGHT PART, stops there too)
-        sorts = [d for _, p, d in plan if p == parent and "TEMP B-TREE" in d]
-        assert all("RIGHT PART" in d for d in sorts), "\n".join(map(str, plan))
+        assert not [d for _, p, d in lines if p == parent and "TEMP B-TREE" in d], shown
 
 
 def test_the_last_jobs_to_fail_are_read_without_reading_every_failure(history: Engine) -> None:
-    """The dashboard's list: 9,000 failed jobs kept, two types, a page of each read."""
+    """The dashboard's list: 9,000 failed jobs kept, read from the end of their index."""
     with history.connect() as conn:
-        failed = recent_failed(conn, ["a", "b", "never failed"], LIMIT)
-        last = (
-            conn.execute(
-                select(jobs.c.job_id)
-                .where(jobs.c.state == "FAILED")
-                .order_by(jobs.c.finished_at.desc(), jobs.c.job_id.desc())
-                .limit(LIMIT)
+        failed = recent_failed(conn, LIMIT)
+        every = conn.execute(select(jobs).where(jobs.c.state == "FAILED")).mappings().all()
+        last = sorted(every, key=lambda r: (r["finished_at"], r["job_id"]), reverse=True)
+        assert [r["job_id"] for r in failed] == [r["job_id"] for r in last[:LIMIT]]
+        assert len(every) == 9_000
+        for statement, params in _statements(conn, lambda c: recent_failed(c, LIMIT)):
+            _assert_bounded(
+                conn, statement, params, 1, LIMIT, r"SCAN jobs USING INDEX ix_jobs_failed"
             )
-            .scalars()
-            .all()
-        )
-        assert [r["job_id"] for r in failed] == last
-        assert recent_failed(conn, [], LIMIT) == []
-        by_type = r"SEARCH jobs USING INDEX ix_jobs_finished \(state=\? AND job_type=\?\)"
-        for statement, params in _statements(
-            conn, lambda c: recent_failed(c, ["a", "b", "never failed"], LIMIT)
-        ):
-            _assert_bounded(conn, statement, params, 3, LIMIT, by_type)
 
 
 def test_the_listing_is_newest_first(history: Engine) -> None:
     with history.connect() as conn:
-        listed = list_jobs(conn, limit=LIMIT)
-        paged = newest_jobs(conn, JobFilter(), limit=LIMIT)
-        every = (
-            conn.execute(select(jobs.c.job_id).order_by(jobs.c.created_at.desc()).limit(LIMIT))
-            .scalars()
-            .all()
-        )
-    assert [str(r["job_id"]) for r in listed] == [str(j) for j in every]
-    assert [str(r["job_id"]) for r in paged] == [str(j) for j in every]
+        every = [r["job_id"] for r in _every(conn)]
+        assert [r["job_id"] for r in list_jobs(conn, limit=LIMIT)] == every[:LIMIT]
+        assert [r["job_id"] for r in list_jobs(conn, limit=None)] == every

@@ -151,8 +151,7 @@ def dashboard_data(conn: Connection) -> dict[str, Any]:
     totals = read_totals(conn)
     schedules = list_schedules(conn)
     skips = totals_by_reason(conn)
-    failing = {c.job_type for c in counts if c.state == "FAILED"}
-    failed = recent_failed(conn, failing, FAILED_SHOWN)
+    failed = recent_failed(conn, FAILED_SHOWN)
     workers = [w.to_json() for w in list_workers(conn, now=now)]
 
     table: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)

@@ -230,7 +230,10 @@ def _decode_cursor(text: str) -> Keyset:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         created, job_id = json.loads(raw)
-        return Keyset(datetime.fromisoformat(created), uuid.UUID(job_id))
+        at = datetime.fromisoformat(created)
+        if at.tzinfo is None:  # every cursor this API gives carries its offset
+            raise ValueError(created)
+        return Keyset(at, uuid.UUID(job_id))
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         raise Problem(
             422, "Invalid request", "cursor: not a cursor this API gave", type=INVALID_REQUEST

@@ -142,9 +142,12 @@ jobs = Table(
         postgresql_where=text(f"state IN {UNFINISHED_SQL}"),
         sqlite_where=text(f"state IN {UNFINISHED_SQL}"),
     ),
-    # FAILED jobs wait for a person: the gauge and the dashboard's list (0008).
+    # FAILED jobs wait for a person: the gauge (counted from the index alone) and
+    # the dashboard's list of the last to fail, the end of this index (0008, 0010).
     Index(
         "ix_jobs_failed",
+        "finished_at",
+        "job_id",
         "job_type",
         "pool",
         postgresql_where=text("state = 'FAILED'"),
@@ -176,12 +179,14 @@ jobs = Table(
         postgresql_where=text(f"state IN {TERMINAL_SQL}"),
         sqlite_where=text(f"state IN {TERMINAL_SQL}"),
     ),
-    # `rota jobs`, newest first (0009): the newest finished jobs of a state are
-    # the end of this index's range, whatever the size of the history.
+    # `rota jobs`, newest first (0009, job_id 0010): the newest finished jobs of a
+    # state are the end of this index's range, whatever the size of the history,
+    # in the listing's exact order (jobs made in one transaction share created_at).
     Index(
         "ix_jobs_history",
         "state",
         "created_at",
+        "job_id",
         postgresql_where=text(f"state IN {TERMINAL_SQL}"),
         sqlite_where=text(f"state IN {TERMINAL_SQL}"),
     ),

@@ -1,13 +1,20 @@
-"""index of unfinished jobs by state and creation: the listing reads a page, not the queue
+"""listing indexes in the listings' exact order: a page reads its own rows, not the queue
 
-* ``ix_jobs_unfinished_created`` (state, created_at, job_id), unfinished rows: the
-  counterpart of ``ix_jobs_history`` for the jobs still queued, waiting to
-  retry or running. ``rota jobs`` and ``GET /jobs`` read the newest jobs of
-  each state from the end of its range, so a page costs its own rows, whatever
-  the depth of the queue or the size of the history. (Before, the unfinished
-  part read every unfinished job to sort them, or the whole table.) One more
-  index entry when a job is inserted and when it is claimed; none when it
-  finishes.
+* ``ix_jobs_unfinished_created`` (state, created_at, job_id), unfinished rows
+  only (new): the counterpart of ``ix_jobs_history`` for the jobs still
+  queued, waiting to retry or running. ``rota jobs`` and ``GET /jobs`` read the
+  newest jobs of each state from the end of its range, so a page costs its own
+  rows, whatever the depth of the queue or the size of the history. (Before,
+  the listing read every unfinished job to sort them, or the whole table.)
+  One more index entry when a job is inserted and when it is claimed; none
+  when it finishes.
+* ``ix_jobs_history`` gains ``job_id``: jobs inserted in one transaction share
+  their ``created_at``, and a page (or the next one, after its keyset) that
+  falls in such a group read and sorted the whole group.
+* ``ix_jobs_failed`` becomes (finished_at, job_id, job_type, pool): the
+  dashboard's last failures are the end of it (before, every FAILED job kept
+  was read and sorted on each refresh); the FAILED gauge is still counted
+  from the index alone.
 
 Revision ID: 0010
 Revises: 0009
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from alembic.operations import BatchOperations
 
 revision = "0010"
 down_revision = "0009"
@@ -25,10 +33,17 @@ branch_labels = None
 depends_on = None
 
 _UNFINISHED = "state IN ('QUEUED', 'RETRY_WAIT', 'RUNNING', 'CANCEL_REQUESTED')"
+_FINISHED = "state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')"
+_FAILED = "state = 'FAILED'"
 
 
 def _partial(where: str) -> dict[str, object]:
     return {"postgresql_where": sa.text(where), "sqlite_where": sa.text(where)}
+
+
+def _replace(batch_op: BatchOperations, name: str, columns: list[str], where: str) -> None:
+    batch_op.drop_index(name, **_partial(where))
+    batch_op.create_index(name, columns, unique=False, **_partial(where))
 
 
 def upgrade() -> None:
@@ -39,8 +54,12 @@ def upgrade() -> None:
             unique=False,
             **_partial(_UNFINISHED),
         )
+        _replace(batch_op, "ix_jobs_history", ["state", "created_at", "job_id"], _FINISHED)
+        _replace(batch_op, "ix_jobs_failed", ["finished_at", "job_id", "job_type", "pool"], _FAILED)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        _replace(batch_op, "ix_jobs_failed", ["job_type", "pool"], _FAILED)
+        _replace(batch_op, "ix_jobs_history", ["state", "created_at"], _FINISHED)
         batch_op.drop_index("ix_jobs_unfinished_created", **_partial(_UNFINISHED))

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
     RowMapping,
-    Select,
     func,
+    literal,
     select,
     text,
     tuple_,
@@ -22,7 +21,7 @@ from sqlalchemy import (
 
 from rota.shared.models import job_attempts, jobs
 from rota.shared.sqltime import db_now
-from rota.shared.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL, JobState
+from rota.shared.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
 
 
 def database_now(conn: Connection) -> datetime:
@@ -76,7 +75,7 @@ def newest_jobs(
     """Jobs matching ``where``, newest first by (created_at, job_id), after ``after``.
 
     Read as one part per state wanted, each the first ``limit`` rows of its
-    state's range of an index on (state, created_at), then merged: the cost
+    state's range of an index on (state, created_at, job_id), then merged: the cost
     follows ``limit`` and the number of states, not the size of the history
     or the depth of the queue (``limit`` None: every match). The keyset
     bounds each range: a page deep in the history costs what the first does.
@@ -85,48 +84,46 @@ def newest_jobs(
     narrowed = replace(where, states=()).clauses()
     if after is not None:
         narrowed += [
-            jobs.c.created_at <= after.created_at,
-            tuple_(jobs.c.created_at, jobs.c.job_id) < tuple_(after.created_at, after.job_id),
+            # typed as the columns: a keyset in another time zone is compared in UTC
+            tuple_(jobs.c.created_at, jobs.c.job_id)
+            < tuple_(
+                literal(after.created_at, jobs.c.created_at.type),
+                literal(after.job_id, jobs.c.job_id.type),
+            ),
         ]
+    order = (jobs.c.created_at.desc(), jobs.c.job_id.desc())
     parts = [
-        select(jobs).where(text(f"jobs.state IN {group_sql}"), jobs.c.state == state, *narrowed)
+        select(jobs)
+        .where(text(f"jobs.state IN {group_sql}"), jobs.c.state == state, *narrowed)
+        .order_by(*order)
+        .limit(limit)
         for group, group_sql in _STATE_GROUPS
         for state in group
         if state in wanted
     ]
-    return _first_of_each(conn, parts, "created_at", limit)
-
-
-def recent_failed(conn: Connection, job_types: Iterable[str], limit: int) -> Sequence[RowMapping]:
-    """The last ``limit`` jobs to fail, of any of ``job_types`` (the dashboard's list).
-
-    One part per job type, the end of its FAILED range of ``ix_jobs_finished``
-    (state, job_type, finished_at): the cost follows ``limit`` and the number of
-    types, not the number of failed jobs kept (30 days of them by default).
-    """
-    parts = [
-        select(jobs).where(
-            text(f"jobs.state IN {TERMINAL_SQL}"),
-            jobs.c.state == JobState.FAILED.value,
-            jobs.c.job_type == job_type,
-        )
-        for job_type in sorted(set(job_types))
-    ]
-    return _first_of_each(conn, parts, "finished_at", limit)
-
-
-def _first_of_each(
-    conn: Connection, parts: list[Select[Any]], newest: str, limit: int | None
-) -> Sequence[RowMapping]:
-    """The first ``limit`` rows of all ``parts``, each read newest first by (newest, job_id)."""
     if not parts:
         return []
-    limited = [p.order_by(jobs.c[newest].desc(), jobs.c.job_id.desc()).limit(limit) for p in parts]
-    if len(limited) == 1:
-        return conn.execute(limited[0]).mappings().all()
-    merged = union_all(*(p.subquery().select() for p in limited)).subquery()
-    stmt = select(merged).order_by(merged.c[newest].desc(), merged.c.job_id.desc())
+    if len(parts) == 1:
+        return conn.execute(parts[0]).mappings().all()
+    merged = union_all(*(p.subquery().select() for p in parts)).subquery()
+    stmt = select(merged).order_by(merged.c.created_at.desc(), merged.c.job_id.desc())
     return conn.execute(stmt.limit(limit)).mappings().all()
+
+
+def recent_failed(conn: Connection, limit: int) -> Sequence[RowMapping]:
+    """The last ``limit`` jobs to fail, newest first (the dashboard's list).
+
+    The end of ``ix_jobs_failed`` (finished_at, job_id, ...; FAILED rows only):
+    the cost follows ``limit``, not the number of failed jobs kept (30 days of
+    them by default) nor how many job types they are of.
+    """
+    stmt = (
+        select(jobs)
+        .where(text("jobs.state = 'FAILED'"))  # the index's predicate, as SQLite matches it
+        .order_by(jobs.c.finished_at.desc(), jobs.c.job_id.desc())
+        .limit(limit)
+    )
+    return conn.execute(stmt).mappings().all()
 
 
 def list_jobs(
