@@ -76,8 +76,10 @@ def history(engine: Engine) -> Engine:
         upsert_job_types(conn, [JobTypeSpec(name=n, handler="m:f") for n in ("a", "b")])
         for start in range(0, ROWS, 5_000):
             conn.execute(insert(jobs), [_row(i) for i in range(start, start + 5_000)])
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("ANALYZE"))
+    if engine.dialect.name == "postgresql":  # statistics as autovacuum keeps them; rota
+        # never runs ANALYZE on SQLite, whose planner then goes by its own estimates
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("ANALYZE"))
     return engine
 
 
@@ -274,7 +276,7 @@ def test_the_last_jobs_to_fail_are_read_without_reading_every_failure(history: E
         assert len(every) == 9_000
         for statement, params in _statements(conn, lambda c: recent_failed(c, LIMIT)):
             _assert_bounded(
-                conn, statement, params, 1, LIMIT, r"SCAN jobs USING INDEX ix_jobs_failed"
+                conn, statement, params, 1, LIMIT, r"SCAN jobs USING INDEX ix_jobs_failed_recent"
             )
 
 

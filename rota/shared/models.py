@@ -142,14 +142,20 @@ jobs = Table(
         postgresql_where=text(f"state IN {UNFINISHED_SQL}"),
         sqlite_where=text(f"state IN {UNFINISHED_SQL}"),
     ),
-    # FAILED jobs wait for a person: the gauge (counted from the index alone) and
-    # the dashboard's list of the last to fail, the end of this index (0008, 0010).
+    # FAILED jobs wait for a person: the gauge, counted from this index alone (0008)...
     Index(
         "ix_jobs_failed",
-        "finished_at",
-        "job_id",
         "job_type",
         "pool",
+        postgresql_where=text("state = 'FAILED'"),
+        sqlite_where=text("state = 'FAILED'"),
+    ),
+    # ...and the dashboard's last to fail, the end of this one (0010). Two narrow
+    # indexes, not one wide: the count reads every entry, on each scrape.
+    Index(
+        "ix_jobs_failed_recent",
+        "finished_at",
+        "job_id",
         postgresql_where=text("state = 'FAILED'"),
         sqlite_where=text("state = 'FAILED'"),
     ),

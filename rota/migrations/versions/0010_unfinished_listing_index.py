@@ -11,10 +11,10 @@
 * ``ix_jobs_history`` gains ``job_id``: jobs inserted in one transaction share
   their ``created_at``, and a page (or the next one, after its keyset) that
   falls in such a group read and sorted the whole group.
-* ``ix_jobs_failed`` becomes (finished_at, job_id, job_type, pool): the
-  dashboard's last failures are the end of it (before, every FAILED job kept
-  was read and sorted on each refresh); the FAILED gauge is still counted
-  from the index alone.
+* ``ix_jobs_failed_recent`` (finished_at, job_id), FAILED rows only (new):
+  the dashboard's last failures are the end of it (before, every FAILED job
+  kept was read and sorted on each refresh). A job enters it once, when it
+  fails. ``ix_jobs_failed`` stays narrow: the FAILED gauge counts all of it.
 
 Revision ID: 0010
 Revises: 0009
@@ -55,11 +55,13 @@ def upgrade() -> None:
             **_partial(_UNFINISHED),
         )
         _replace(batch_op, "ix_jobs_history", ["state", "created_at", "job_id"], _FINISHED)
-        _replace(batch_op, "ix_jobs_failed", ["finished_at", "job_id", "job_type", "pool"], _FAILED)
+        batch_op.create_index(
+            "ix_jobs_failed_recent", ["finished_at", "job_id"], unique=False, **_partial(_FAILED)
+        )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
-        _replace(batch_op, "ix_jobs_failed", ["job_type", "pool"], _FAILED)
+        batch_op.drop_index("ix_jobs_failed_recent", **_partial(_FAILED))
         _replace(batch_op, "ix_jobs_history", ["state", "created_at"], _FINISHED)
         batch_op.drop_index("ix_jobs_unfinished_created", **_partial(_UNFINISHED))

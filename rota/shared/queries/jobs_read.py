@@ -113,7 +113,7 @@ def newest_jobs(
 def recent_failed(conn: Connection, limit: int) -> Sequence[RowMapping]:
     """The last ``limit`` jobs to fail, newest first (the dashboard's list).
 
-    The end of ``ix_jobs_failed`` (finished_at, job_id, ...; FAILED rows only):
+    The end of ``ix_jobs_failed_recent`` (finished_at, job_id; FAILED rows only):
     the cost follows ``limit``, not the number of failed jobs kept (30 days of
     them by default) nor how many job types they are of.
     """
