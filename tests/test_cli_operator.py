@@ -37,6 +37,7 @@ from tests.executor_support import (
     store_types,
     subprocess_env,
 )
+from tests.plan_support import captured_statements
 
 REPORT = job_type("report.generate")
 CLEANUP = job_type("nightly.cleanup")
@@ -215,17 +216,9 @@ def test_the_prefix_lookup_is_a_range_scan_of_the_primary_key(
     store_types(engine, REPORT)
     add(engine, n=50)
     add(engine, ids=[LONER])
-    seen: list[tuple[str, Any]] = []
-
-    def capture(_c: Any, _cur: Any, statement: str, parameters: Any, *_a: Any) -> None:
-        if "FROM jobs" in statement and "ORDER BY jobs.job_id" in statement:
-            seen.append((statement, parameters))
-
-    event.listen(Engine, "before_cursor_execute", capture)
-    try:
+    with captured_statements(Engine) as sent:
         assert rota(capsys, "job", "12345678", "--db", db_url)[0] == 0
-    finally:
-        event.remove(Engine, "before_cursor_execute", capture)
+    seen = [(s, p) for s, p in sent if "FROM jobs" in s and "ORDER BY jobs.job_id" in s]
     (statement, parameters), *_ = seen
     with engine.connect() as conn:
         if backend == "sqlite":

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, event, insert, select, text
+from sqlalchemy import Connection, Engine, insert, select, text
 
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.models import jobs
@@ -36,6 +35,7 @@ from rota.shared.queries.jobs_read import (
     recent_failed,
 )
 from rota.shared.states import TERMINAL, UNFINISHED
+from tests.plan_support import captured_statements
 
 ROWS = 30_000  # every 10th unfinished: 3,000 unfinished jobs beside 27,000 finished ones
 TIED = 5  # jobs sharing one created_at, as those inserted in one transaction do
@@ -87,20 +87,6 @@ def _every(conn: Connection) -> list[Any]:
     """Every job, sorted here: newest created first, then the greater job id."""
     rows = conn.execute(select(jobs)).mappings().all()
     return sorted(rows, key=lambda r: (r["created_at"], r["job_id"]), reverse=True)
-
-
-@contextmanager
-def _captured(conn: Connection) -> Iterator[list[tuple[str, Any]]]:
-    seen: list[tuple[str, Any]] = []
-
-    def keep(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, _many: bool) -> None:
-        seen.append((statement, params))
-
-    event.listen(conn, "before_cursor_execute", keep)
-    try:
-        yield seen
-    finally:
-        event.remove(conn, "before_cursor_execute", keep)
 
 
 def _pg_reads(conn: Connection, statement: str, params: Any) -> list[int]:
@@ -234,7 +220,7 @@ def test_a_keyset_in_another_time_zone_is_the_same_instant(history: Engine) -> N
 
 
 def _statements(conn: Connection, listing: Listing) -> list[tuple[str, Any]]:
-    with _captured(conn) as seen:
+    with captured_statements(conn) as seen:
         rows = listing(conn)
     assert rows, "the listing returned nothing: the history was not built"
     return [(s, p) for s, p in seen if "FROM jobs" in s]
