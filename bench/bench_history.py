@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import os
 import statistics
@@ -84,6 +85,7 @@ from bench.bench_executor import (
     prepare_database,
     start_executors,
 )
+from rota import migrations
 from rota.api.dashboard import dashboard_data
 from rota.api.jobs import DEFAULT_PAGE
 from rota.cli.main import main as rota_main
@@ -495,12 +497,13 @@ def sized_database(admin_url: str, size: int, form: str, keep: bool = False) -> 
 def kept_history(admin_url: str, size: int, form: str) -> str:
     """The name of a database kept between runs holding this history; made if missing.
 
-    Named by form, size and schema revision, so a migration never meets an
-    old copy. Each run measures a file copy of it (``CREATE DATABASE ...
+    Named by form, size, schema revision and ``history_fingerprint()``, so
+    neither a migration changed in place nor a changed way of making history
+    meets an old copy. Each run measures a file copy of it (``CREATE DATABASE ...
     TEMPLATE``): the same pages and free space map, without growing 10 million
     rows again (25 minutes).
     """
-    name = f"rota_bench_hist_{form}_{size}_{head_revision()}"
+    name = f"rota_bench_hist_{form}_{size}_{head_revision()}_{history_fingerprint()}"
     admin = libpq(admin_url)
     with psycopg.connect(admin, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
@@ -520,6 +523,20 @@ def kept_history(admin_url: str, size: int, form: str) -> str:
     print(f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s, kept as "
           f"{name} (DROP DATABASE it when done)", flush=True)
     return name
+
+
+def history_fingerprint() -> str:
+    """8 hex digits of the migrations' source and of the SQL that makes history.
+
+    An unreleased migration may change in place (0010 did, twice): its
+    revision stays, the schema it makes does not.
+    """
+    digest = hashlib.sha256()
+    for path in sorted((Path(migrations.__file__).parent / "versions").glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for sql in (_LOAD_JOBS, _LOAD_ATTEMPTS, _GROW_QUEUE, _GROW_CLAIM, _GROW_FINISH):
+        digest.update(sql.encode())
+    return digest.hexdigest()[:8]
 
 
 RATIOS: list[tuple[str, Callable[[Figures], float], bool, str]] = [

@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 
 from rota.shared.models import job_attempts, jobs
+from rota.shared.queries.index_hints import indexed_by
 from rota.shared.sqltime import db_now
 from rota.shared.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
 
@@ -65,8 +66,12 @@ class Keyset:
 
 # Each state's rows in created_at order: finished ones in ix_jobs_history,
 # unfinished ones in ix_jobs_unfinished_created. A part's WHERE repeats the
-# index's own predicate so SQLite (which matches it textually) takes the index.
-_STATE_GROUPS = ((TERMINAL, TERMINAL_SQL), (UNFINISHED, UNFINISHED_SQL))
+# index's own predicate so SQLite (which matches it textually) can use the
+# index, and ``indexed_by`` makes it, whatever statistics the file holds.
+_STATE_GROUPS = (
+    (TERMINAL, TERMINAL_SQL, "ix_jobs_history"),
+    (UNFINISHED, UNFINISHED_SQL, "ix_jobs_unfinished_created"),
+)
 
 
 def newest_jobs(
@@ -93,11 +98,15 @@ def newest_jobs(
         ]
     order = (jobs.c.created_at.desc(), jobs.c.job_id.desc())
     parts = [
-        select(jobs)
-        .where(text(f"jobs.state IN {group_sql}"), jobs.c.state == state, *narrowed)
-        .order_by(*order)
-        .limit(limit)
-        for group, group_sql in _STATE_GROUPS
+        indexed_by(
+            select(jobs)
+            .where(text(f"jobs.state IN {group_sql}"), jobs.c.state == state, *narrowed)
+            .order_by(*order)
+            .limit(limit),
+            jobs,
+            index,
+        )
+        for group, group_sql, index in _STATE_GROUPS
         for state in group
         if state in wanted
     ]
@@ -117,11 +126,13 @@ def recent_failed(conn: Connection, limit: int) -> Sequence[RowMapping]:
     the cost follows ``limit``, not the number of failed jobs kept (30 days of
     them by default) nor how many job types they are of.
     """
-    stmt = (
+    stmt = indexed_by(
         select(jobs)
         .where(text("jobs.state = 'FAILED'"))  # the index's predicate, as SQLite matches it
         .order_by(jobs.c.finished_at.desc(), jobs.c.job_id.desc())
-        .limit(limit)
+        .limit(limit),
+        jobs,
+        "ix_jobs_failed_recent",
     )
     return conn.execute(stmt).mappings().all()
 
