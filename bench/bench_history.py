@@ -24,8 +24,8 @@ sizes alike; each round starts with ``ANALYZE`` of the job tables on every
 size, as autovacuum would keep them):
 
 * enqueue: ``rota.enqueue_many`` of ``--jobs`` no-op jobs in batches of 1,000,
-  median of 3 samples;
-* claim: the jobs of those 3 samples drained by 2 ``rota executor`` processes
+  median of 5 samples;
+* claim: the jobs of those 5 samples drained by 2 ``rota executor`` processes
   at the defaults (jobs/s from their start, and steady between 10% and 90%);
 * scheduler materialisation: one tick making 2,000 occurrences (``every:``
   schedules, a pool nobody serves), occurrences/s, median of 5 ticks;
@@ -459,7 +459,9 @@ def command_ms(argv: list[str]) -> float:
     return elapsed * 1000
 
 
-ENQUEUE_SAMPLES = 3
+# 5, not 3: two empty databases' ratio ranged 0.85-1.09 over a day's runs
+# with 3 (the 10M enqueue read 0.88 once, 0.97 and 1.05 in the other runs).
+ENQUEUE_SAMPLES = 5
 
 
 def enqueue_rates(sized: Sequence[Sized], count: int) -> list[float]:
@@ -585,6 +587,7 @@ def backlog(admin_url: str, count: int, deep: int, workdir: Path, rounds: int) -
                 conn.execute(_LOAD_BACKLOG, {"n": n})
                 conn.execute("VACUUM ANALYZE jobs")
                 settle(conn)
+        os.sync()  # the checkpoint's writes reach the disk before the first drain, not during
         ratios = []
         for r in range(rounds):
             rates = {}
@@ -675,7 +678,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "later 0 is a control (a second empty database)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=20_000,
-                        help="jobs per enqueue sample (3 a round, all drained)")
+                        help=f"jobs per enqueue sample ({ENQUEUE_SAMPLES} a round, all drained)")
     parser.add_argument(
         "--history", choices=sorted(HISTORY_FORMS), default="grown",
         help="grown: each job inserted queued, claimed and finished, vacuumed as autovacuum "
@@ -689,6 +692,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--backlog", action="store_true", help="the 1M-deep queue case too")
     parser.add_argument("--backlog-depth", type=int, default=1_000_000)
+    parser.add_argument(
+        "--backlog-rounds", type=int, default=5,
+        help="deep and shallow drains, alternating (a round takes about 15 s; one of 3 "
+             "rounds at 0.77 decided a median)",
+    )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -700,7 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run(args.pg_url, sizes, args.rounds, args.jobs, args.history, args.keep_history)
     if args.backlog:
         with tempfile.TemporaryDirectory(prefix="rota_bench_backlog_") as tmp:
-            backlog(args.pg_url, args.jobs, args.backlog_depth, Path(tmp), args.rounds)
+            backlog(args.pg_url, args.jobs, args.backlog_depth, Path(tmp), args.backlog_rounds)
     return 0
 
 
