@@ -1,4 +1,4 @@
-"""SQLite's ``INDEXED BY``: a statement that must read through one index, whatever the statistics.
+"""Hints for SQLite's planner: a read that must follow one index, whatever the statistics.
 
 SQLite's planner goes by its own estimates until someone runs ``ANALYZE`` (or
 ``PRAGMA optimize``) on the file, then by the statistics that leaves. For a
@@ -13,15 +13,24 @@ SQLite refuses it ("no query solution") rather than reading the table.
 SQLAlchemy's ``Select.with_hint`` carries the hint, but its SQLite compiler
 renders no FROM hints: the ``Table`` compilation below adds it after the
 table's name, where SQLite's grammar has it.
+
+The index pinned, SQLite still picks which term bounds its range. A listing
+part says ``state IN (...)`` (the partial index's predicate, which SQLite must
+see to use the index) and ``state = ?``. Where the statistics saw a single
+state in the index (no job failed yet), both terms look alike to SQLite, and
+3.40 took the IN, whose ranges are not in the listing's order: it read and
+sorted the whole state. ``selective`` marks the equality as the narrow one
+(SQLite's ``unlikely()``, which changes the estimate, not the result).
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, Table
+from sqlalchemy import Boolean, ColumnElement, Select, Table
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 _HINT = "INDEXED BY "
 S = TypeVar("S", bound=Select[Any])
@@ -41,3 +50,24 @@ def _table_with_index_hint(element: Table, compiler: SQLCompiler, **kw: Any) -> 
     if kw.get("asfrom") and hint and hint.startswith(_HINT):
         rendered += " " + hint
     return rendered
+
+
+class selective(FunctionElement[bool]):
+    """``condition``, which SQLite's planner is told few rows meet; as it is elsewhere."""
+
+    type = Boolean()
+    inherit_cache = True
+    _is_implicitly_boolean = True  # a condition: SQLite gets no "= 1" after it
+
+    def __init__(self, condition: ColumnElement[bool]) -> None:
+        super().__init__(condition)
+
+
+@compiles(selective)
+def _selective(element: selective, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(selective, "sqlite")
+def _selective_sqlite(element: selective, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"unlikely({compiler.process(element.clauses, **kw)})"
