@@ -16,13 +16,17 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
 
 from rota.migrations.runner import upgrade
 from rota.shared.database import make_engine
+from tests.db_support import (
+    admin_connection,
+    cloned_pg_database,
+    migrated_sqlite_url,
+    sqlalchemy_url,
+)
 from tests.executor_support import Executors, alive
 from tests.pgserver_setup import find_postgres
 
@@ -36,49 +40,36 @@ def pg_admin_url() -> Iterator[str]:
     del handle
 
 
-def _sqlalchemy_url(libpq_url: str, dbname: str) -> str:
-    u = make_url(libpq_url).set(drivername="postgresql+psycopg", database=dbname)
-    return u.render_as_string(hide_password=False)
-
-
-def _admin(libpq_url: str) -> psycopg.Connection[tuple[object, ...]]:
-    return psycopg.connect(libpq_url, autocommit=True)
-
-
 @pytest.fixture(scope="session")
 def pg_template(pg_admin_url: str) -> Iterator[str]:
     """A migrated template database, cloned for each PostgreSQL test."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     name = f"rota_tpl_{worker}_{os.getpid()}"
-    with _admin(pg_admin_url) as conn:
+    with admin_connection(pg_admin_url) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
-    engine = make_engine(_sqlalchemy_url(pg_admin_url, name))
+    engine = make_engine(sqlalchemy_url(pg_admin_url, name))
     upgrade(engine)
     engine.dispose()
     yield name
-    with _admin(pg_admin_url) as conn:
+    with admin_connection(pg_admin_url) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
 def fresh_pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
-    name = f"rota_t_{uuid.uuid4().hex[:16]}"
-    with _admin(pg_admin_url) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-    yield _sqlalchemy_url(pg_admin_url, name)
-    with _admin(pg_admin_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with cloned_pg_database(pg_admin_url, pg_template) as url:
+        yield url
 
 
 @pytest.fixture
 def empty_pg_url(pg_admin_url: str) -> Iterator[str]:
     """A PostgreSQL database with no schema at all (for migration tests)."""
     name = f"rota_e_{uuid.uuid4().hex[:16]}"
-    with _admin(pg_admin_url) as conn:
+    with admin_connection(pg_admin_url) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield _sqlalchemy_url(pg_admin_url, name)
-    with _admin(pg_admin_url) as conn:
+    yield sqlalchemy_url(pg_admin_url, name)
+    with admin_connection(pg_admin_url) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -91,11 +82,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """The URL of a fresh, migrated database on the parametrised backend."""
     if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'rota.db'}"
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
-        return url
+        return migrated_sqlite_url(tmp_path / "rota.db")
     return str(request.getfixturevalue("fresh_pg_url"))
 
 

@@ -1,0 +1,51 @@
+"""Test databases: a migrated SQLite file, a clone of the migrated PostgreSQL template.
+
+The fixtures of ``conftest.py`` give one per test; a module whose tests only
+read a large data set builds it once in a module-scoped fixture with these.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from rota.migrations.runner import upgrade
+from rota.shared.database import make_engine
+
+
+def sqlalchemy_url(libpq_url: str, dbname: str) -> str:
+    """The SQLAlchemy URL of database ``dbname`` on the server of ``libpq_url``."""
+    u = make_url(libpq_url).set(drivername="postgresql+psycopg", database=dbname)
+    return u.render_as_string(hide_password=False)
+
+
+def admin_connection(libpq_url: str) -> psycopg.Connection[tuple[object, ...]]:
+    """An autocommit connection for CREATE and DROP DATABASE."""
+    return psycopg.connect(libpq_url, autocommit=True)
+
+
+@contextmanager
+def cloned_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """A fresh migrated PostgreSQL database (a clone of the template), dropped afterwards."""
+    name = f"rota_t_{uuid.uuid4().hex[:16]}"
+    with admin_connection(pg_admin_url) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    try:
+        yield sqlalchemy_url(pg_admin_url, name)
+    finally:
+        with admin_connection(pg_admin_url) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def migrated_sqlite_url(path: Path) -> str:
+    """The URL of a new SQLite file at ``path``, migrated to the newest schema."""
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
