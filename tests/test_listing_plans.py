@@ -75,15 +75,19 @@ def _row(i: int, state_of: Callable[[int], str] = _state) -> dict[str, Any]:
     }
 
 
-def _make_history(engine: Engine, state_of: Callable[[int], str] = _state) -> Engine:
+def _make_history(
+    engine: Engine, state_of: Callable[[int], str] = _state, *, analyze: bool = True
+) -> Engine:
     with engine.begin() as conn:
         upsert_job_types(conn, [JobTypeSpec(name=n, handler="m:f") for n in ("a", "b")])
         for start in range(0, ROWS, 5_000):
             conn.execute(insert(jobs), [_row(i, state_of) for i in range(start, start + 5_000)])
     # Statistics: on PostgreSQL as autovacuum keeps them; on SQLite as an operator's
-    # ANALYZE or PRAGMA optimize leaves them (the plan must hold with and without).
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("ANALYZE"))
+    # ANALYZE or PRAGMA optimize leaves them. Without: as rota leaves a SQLite file
+    # (it never analyzes it), and PostgreSQL before its first autovacuum.
+    if analyze:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("ANALYZE"))
     return engine
 
 
@@ -184,19 +188,42 @@ def test_the_newest_jobs_are_read_without_reading_the_rest(
             _assert_bounded(conn, statement, params, parts, per_part)
 
 
-def test_the_plan_holds_when_the_statistics_saw_one_state_per_index(engine: Engine) -> None:
-    """No job failed yet, none waits to retry: each index holds a single state.
+def _one_state_each(i: int) -> str:
+    """No job failed yet, none waits to retry: each listing index holds a single state."""
+    return "QUEUED" if _state(i) in UNFINISHED else "SUCCEEDED"
 
-    SQLite's statistics then say ``state = ?`` matches every row of the index,
-    no better than the part's ``state IN (...)`` (the index's predicate): SQLite
-    3.40 took the IN, whose several ranges are not in created_at order, and read
-    and sorted every SUCCEEDED job for each page.
+
+# Never analyzed: SQLite only, as rota never analyzes its file. PostgreSQL's
+# autovacuum analyzes a table after its first 50 + 10% rows changed; before
+# that its planner guesses (at 30,000 rows it sorted each state's 9,000 rows).
+@pytest.mark.parametrize(
+    "backend,state_of,analyze",
+    [
+        ("sqlite", _state, False),
+        ("sqlite", _one_state_each, False),
+        ("sqlite", _one_state_each, True),
+        ("postgresql", _one_state_each, True),
+    ],
+    ids=[
+        "sqlite-never analyzed",
+        "sqlite-one state per index, never analyzed",
+        "sqlite-one state per index",
+        "postgresql-one state per index",
+    ],
+)
+def test_the_plan_holds_whatever_the_statistics(
+    engine: Engine, state_of: Callable[[int], str], analyze: bool
+) -> None:
+    """Each part reads its state's range in order, with no statistics or with odd ones.
+
+    The module's other tests read a history whose statistics saw every state.
+    With statistics that saw one state per index, ``state = ?`` looks no better
+    to SQLite than the part's ``state IN (...)`` (the index's predicate), and
+    3.40 took the IN, whose several ranges are not in created_at order: it read
+    and sorted every SUCCEEDED job for each page. With none at all (every
+    SQLite file rota makes), the first remedy for that did the same.
     """
-
-    def one_state_each(i: int) -> str:
-        return "QUEUED" if _state(i) in UNFINISHED else "SUCCEEDED"
-
-    history = _make_history(engine, one_state_each)
+    history = _make_history(engine, state_of, analyze=analyze)
     with history.connect() as conn:
         for _, listing, parts, per_part in _NEWEST:
             for statement, params in _statements(conn, listing):

@@ -16,18 +16,28 @@ table's name, where SQLite's grammar has it.
 
 The index pinned, SQLite still picks which term bounds its range. A listing
 part says ``state IN (...)`` (the partial index's predicate, which SQLite must
-see to use the index) and ``state = ?``. Where the statistics saw a single
-state in the index (no job failed yet), both terms look alike to SQLite, and
-3.40 took the IN, whose ranges are not in the listing's order: it read and
-sorted the whole state. ``selective`` marks the equality as the narrow one
-(SQLite's ``unlikely()``, which changes the estimate, not the result).
+see to use the index) and ``state = ?``; if SQLite takes the IN, whose several
+ranges are not in the listing's order, it reads and sorts the whole state.
+Which term it took followed the statistics, and no plain form held in every
+case (SQLite 3.40, measured in ``tests/test_listing_plans.py``):
+
+* bare terms: right without statistics, wrong once ``ANALYZE`` saw a single
+  state in the index (no job failed yet): both terms then look alike;
+* ``unlikely(state = ?)`` alone: right with those statistics, wrong without any
+  (every installation that never ran ``ANALYZE``);
+* ``likely(state IN (...)) AND unlikely(state = ?)``: right in all of them.
+
+So ``broad`` marks the predicate as true of most rows and ``selective`` the
+equality as true of few (SQLite's ``likely()`` and ``unlikely()``, which change
+the planner's estimates, never a result); elsewhere both are the bare
+condition, parenthesised.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sqlalchemy import Boolean, ColumnElement, Select, Table
+from sqlalchemy import Boolean, ColumnElement, Select, Table, TextClause
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
@@ -52,20 +62,37 @@ def _table_with_index_hint(element: Table, compiler: SQLCompiler, **kw: Any) -> 
     return rendered
 
 
-class selective(FunctionElement[bool]):
-    """``condition``, which SQLite's planner is told few rows meet; as it is elsewhere."""
+class _Likelihood(FunctionElement[bool]):
+    """A condition, with SQLite's planner told how often it holds; as it is elsewhere."""
 
     type = Boolean()
     inherit_cache = True
     _is_implicitly_boolean = True  # a condition: SQLite gets no "= 1" after it
 
-    def __init__(self, condition: ColumnElement[bool]) -> None:
+    def __init__(self, condition: ColumnElement[bool] | TextClause) -> None:
         super().__init__(condition)
 
 
-@compiles(selective)
-def _selective(element: selective, compiler: SQLCompiler, **kw: Any) -> str:
-    return compiler.process(element.clauses, **kw)
+class broad(_Likelihood):
+    """``condition``, which SQLite's planner is told most rows meet (``likely()``)."""
+
+    inherit_cache = True
+
+
+class selective(_Likelihood):
+    """``condition``, which SQLite's planner is told few rows meet (``unlikely()``)."""
+
+    inherit_cache = True
+
+
+@compiles(_Likelihood)
+def _likelihood(element: _Likelihood, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(broad, "sqlite")
+def _broad_sqlite(element: broad, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"likely({compiler.process(element.clauses, **kw)})"
 
 
 @compiles(selective, "sqlite")

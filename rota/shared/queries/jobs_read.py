@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 
 from rota.shared.models import job_attempts, jobs
-from rota.shared.queries.index_hints import indexed_by, selective
+from rota.shared.queries.index_hints import broad, indexed_by, selective
 from rota.shared.sqltime import db_now
 from rota.shared.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
 
@@ -100,7 +100,11 @@ def newest_jobs(
     parts = [
         indexed_by(
             select(jobs)
-            .where(text(f"jobs.state IN {group_sql}"), selective(jobs.c.state == state), *narrowed)
+            .where(
+                broad(text(f"jobs.state IN {group_sql}")),
+                selective(jobs.c.state == state),
+                *narrowed,
+            )
             .order_by(*order)
             .limit(limit),
             jobs,
