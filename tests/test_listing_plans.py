@@ -345,3 +345,9 @@ def test_the_listing_is_newest_first(history: Engine) -> None:
 def test_an_index_the_table_lacks_is_refused_when_the_statement_is_built() -> None:
     with pytest.raises(ValueError, match="jobs has no index 'ix_jobs_nope'"):
         indexed_by(select(jobs), jobs, "ix_jobs_nope")
+
+
+def test_a_hint_for_a_table_the_statement_does_not_read_is_refused() -> None:
+    """An alias of ``jobs`` is another FROM: the hint would be dropped without a word."""
+    with pytest.raises(ValueError, match="does not read jobs itself"):
+        indexed_by(select(jobs.alias()), jobs, "ix_jobs_history")

@@ -50,6 +50,8 @@ def indexed_by(stmt: S, table: Table, index: str) -> S:
     """``stmt`` reading ``table`` through ``index`` on SQLite (unchanged on PostgreSQL)."""
     if index not in {i.name for i in table.indexes}:
         raise ValueError(f"{table.name} has no index {index!r}")
+    if table not in stmt.get_final_froms():  # an alias of it would be read without the hint
+        raise ValueError(f"the statement does not read {table.name} itself")
     return stmt.with_hint(table, _HINT + index, dialect_name="sqlite")
 
 
