@@ -358,6 +358,8 @@ class Soak:
                 # The second outage outlasts the leases: handlers still run when the
                 # server returns and the sweeper takes their jobs back (stale holders).
                 down = LEASE_SECONDS + 2.0 if last else self.rng.uniform(2.0, 4.0)
+                if last:
+                    self.stale_holder(down)
                 self.outage(down, failover=self.failover and last)
                 continue
             time.sleep(self.rng.uniform(1.5, 4.0))
@@ -399,6 +401,30 @@ class Soak:
             (self.figures.died if p.started() else self.figures.startup_refusals).append(what)
             p.start()
             self.figures.restarts += 1
+
+    def stale_holder(self, down: float) -> None:
+        """A job that still runs when the server comes back, its lease expired meanwhile.
+
+        Whether one of the load's jobs ran through the outage was left to chance
+        (a short soak once had none: no lease expired, the sweeper had nothing to
+        do). This one outlasts the outage, so its holder's next heartbeat finds
+        the lease gone and the sweeper must take the job back.
+        """
+        assert self.engine is not None
+        with self.engine.begin() as conn:
+            made = rota.enqueue(conn, "soak.long", args={"seconds": down + 4.0})
+        with self.figures.lock:
+            self.figures.enqueued.append(made.job_id)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            with self.engine.connect() as conn:
+                state = conn.execute(
+                    select(jobs.c.state).where(jobs.c.job_id == made.job_id)
+                ).scalar_one()
+            if state == JobState.RUNNING:
+                return
+            time.sleep(0.05)
+        log(f"the stale holder {made.job_id} was not claimed within 10s")
 
     def outage(self, down: float, *, failover: bool) -> None:
         assert self.engine is not None
