@@ -7,7 +7,7 @@ import json
 import socket
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
@@ -145,7 +145,8 @@ def test_list_filters_and_keyset_pages(api: httpx.Client, engine: Engine) -> Non
         pages += 1
     assert pages == 3
     assert sorted(seen) == sorted(made) and len(seen) == len(set(seen))
-    created = [api.get(f"/jobs/{j}").json()["created_at"] for j in seen]
+    # compared as instants: "...:03Z" (a whole second) sorts after "...:03.239000Z" as text
+    created = [datetime.fromisoformat(api.get(f"/jobs/{j}").json()["created_at"]) for j in seen]
     assert created == sorted(created, reverse=True)
     api.post(f"/jobs/{made[0]}/cancel")
     cancelled = api.get("/jobs?state=CANCELLED").json()["jobs"]
