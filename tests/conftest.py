@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from rota.migrations.runner import upgrade
 from rota.shared.database import make_engine
 from tests.db_support import (
+    BACKENDS,
     admin_connection,
     cloned_pg_database,
     migrated_sqlite_url,
@@ -29,8 +30,6 @@ from tests.db_support import (
 )
 from tests.executor_support import Executors, alive
 from tests.pgserver_setup import find_postgres
-
-BACKENDS = ["sqlite", "postgresql"]
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,8 @@ from sqlalchemy.engine import make_url
 from rota.migrations.runner import upgrade
 from rota.shared.database import make_engine
 
+BACKENDS = ["sqlite", "postgresql"]  # every database test runs on each
+
 
 def sqlalchemy_url(libpq_url: str, dbname: str) -> str:
     """The SQLAlchemy URL of database ``dbname`` on the server of ``libpq_url``."""

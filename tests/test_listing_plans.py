@@ -38,8 +38,7 @@ from rota.shared.queries.jobs_read import (
     recent_failed,
 )
 from rota.shared.states import TERMINAL, UNFINISHED
-from tests.conftest import BACKENDS
-from tests.db_support import cloned_pg_database, migrated_sqlite_url
+from tests.db_support import BACKENDS, cloned_pg_database, migrated_sqlite_url
 from tests.plan_support import captured_statements
 
 ROWS = 30_000  # every 10th unfinished: 3,000 unfinished jobs beside 27,000 finished ones

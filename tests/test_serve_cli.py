@@ -18,9 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rota.migrations.runner import upgrade
-from rota.shared.database import make_engine
 from tests.api_support import rota_cmd, wait_healthy
+from tests.db_support import migrated_sqlite_url
 from tests.executor_support import REPO_ROOT, subprocess_env, wait_for
 
 ADDRESS = re.compile(r"event=serve_started address=http://127\.0\.0\.1:(\d+)")
@@ -84,11 +83,7 @@ def test_serve_without_a_token_binds_only_loopback(tmp_path: Path) -> None:
 
 def sqlite_url(tmp_path: Path) -> str:
     """A migrated SQLite file: the process tests of what does not depend on the backend."""
-    url = f"sqlite:///{tmp_path / 'rota.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    return url
+    return migrated_sqlite_url(tmp_path / "rota.db")
 
 
 def test_serve_reports_a_busy_port_in_one_line(tmp_path: Path) -> None:

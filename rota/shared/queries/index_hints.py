@@ -70,6 +70,7 @@ class _Likelihood(FunctionElement[bool]):
     type = Boolean()
     inherit_cache = True
     _is_implicitly_boolean = True  # a condition: SQLite gets no "= 1" after it
+    sqlite_function = ""  # SQLite's name for the hint
 
     def __init__(self, condition: ColumnElement[bool] | TextClause) -> None:
         super().__init__(condition)
@@ -78,13 +79,15 @@ class _Likelihood(FunctionElement[bool]):
 class broad(_Likelihood):
     """``condition``, which SQLite's planner is told most rows meet (``likely()``)."""
 
-    inherit_cache = True
+    inherit_cache = True  # SQLAlchemy asks it of every subclass
+    sqlite_function = "likely"
 
 
 class selective(_Likelihood):
     """``condition``, which SQLite's planner is told few rows meet (``unlikely()``)."""
 
     inherit_cache = True
+    sqlite_function = "unlikely"
 
 
 @compiles(_Likelihood)
@@ -92,11 +95,6 @@ def _likelihood(element: _Likelihood, compiler: SQLCompiler, **kw: Any) -> str:
     return f"({compiler.process(element.clauses, **kw)})"
 
 
-@compiles(broad, "sqlite")
-def _broad_sqlite(element: broad, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"likely({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(selective, "sqlite")
-def _selective_sqlite(element: selective, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"unlikely({compiler.process(element.clauses, **kw)})"
+@compiles(_Likelihood, "sqlite")
+def _likelihood_sqlite(element: _Likelihood, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"{element.sqlite_function}({compiler.process(element.clauses, **kw)})"
