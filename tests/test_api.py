@@ -7,13 +7,14 @@ import json
 import socket
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
 from rota.api.problems import PROBLEM_JSON
+from rota.api.resources import instant
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.shared.models import jobs
@@ -145,9 +146,10 @@ def test_list_filters_and_keyset_pages(api: httpx.Client, engine: Engine) -> Non
         pages += 1
     assert pages == 3
     assert sorted(seen) == sorted(made) and len(seen) == len(set(seen))
-    # compared as instants: "...:03Z" (a whole second) sorts after "...:03.239000Z" as text
-    created = [datetime.fromisoformat(api.get(f"/jobs/{j}").json()["created_at"]) for j in seen]
+    texts = [api.get(f"/jobs/{j}").json()["created_at"] for j in seen]
+    created = [datetime.fromisoformat(t) for t in texts]
     assert created == sorted(created, reverse=True)
+    assert texts == sorted(texts, reverse=True)  # one width: the text sorts as the instant
     api.post(f"/jobs/{made[0]}/cancel")
     cancelled = api.get("/jobs?state=CANCELLED").json()["jobs"]
     assert [j["job_id"] for j in cancelled] == [made[0]]
@@ -225,7 +227,7 @@ def test_schedules_read_pause_resume_trigger(api: httpx.Client, engine: Engine) 
     assert [s["name"] for s in listing] == ["nightly", "odd/name with space"]
     nightly = api.get("/schedules/nightly").json()
     assert nightly["rule"] == "cron 0 2 * * *" and nightly["skip_ledger"] == []
-    assert nightly["next_fire_at"].endswith("T02:00:00Z")
+    assert nightly["next_fire_at"].endswith("T02:00:00.000000Z")
 
     r = api.post("/schedules/nightly/pause")
     assert r.status_code == 200 and r.json()["changed"] is True
@@ -357,3 +359,16 @@ def test_quantiles_interpolate_within_buckets() -> None:
     assert quantile(0.95, buckets) == pytest.approx(0.1 + 0.15 * 45 / 50)
     assert quantile(0.5, {"0.005": 0.0, "+Inf": 4.0}) == pytest.approx(0.005)
     assert quantile(0.99, {}) is None
+
+
+def test_instants_have_one_form_whole_seconds_included() -> None:
+    """Every instant is UTC with six fractional digits: a whole second keeps its zeros,
+    so instants compare as text the way they compare as times (a client sorts them)."""
+    whole = datetime(2026, 12, 1, 23, 0, 3, tzinfo=UTC)
+    later = whole + timedelta(microseconds=239_000)
+    assert instant(whole) == "2026-12-01T23:00:03.000000Z"
+    assert instant(later) == "2026-12-01T23:00:03.239000Z"
+    assert sorted([instant(later), instant(whole)]) == [instant(whole), instant(later)]
+    east = whole.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    assert instant(east) == "2026-12-01T23:00:03.000000Z"  # an aware value in any zone
+    assert instant(None) is None

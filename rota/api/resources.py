@@ -4,7 +4,8 @@ A job resource reports a state, not a guess: queued (and when it is due),
 running with its progress and the age of its last heartbeat, waiting to retry
 after which error, succeeded with its result reference, failed with its error
 code and detail, cancelled; its attempts and timestamps. Instants are UTC
-ISO-8601 with ``Z``.
+ISO-8601 with six fractional digits and ``Z`` (``2026-12-01T02:00:00.000000Z``):
+one width, so their text sorts as they do.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from urllib.parse import quote
 
 from rota.shared.config.model import ScheduleSpec
 from rota.shared.states import CLAIMABLE, LEASED, JobState
+from rota.shared.timefmt import as_utc
 
 Row = Mapping[Any, Any]  # a SQLAlchemy RowMapping
 
 
 def instant(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
+    if value is None:
+        return None
+    return as_utc(value).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _age(now: datetime, then: datetime | None) -> float | None:
