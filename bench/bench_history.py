@@ -18,7 +18,9 @@ occurrence keys). ``--history`` says how they got there:
   table's free space is the room claims and outcomes freed, many rows to a
   page.
 
-Both end with ``VACUUM ANALYZE`` and a checkpoint. On each size, in
+Both end with ``VACUUM ANALYZE``, one check of the executors' index upkeep
+(``rota.executor.reindexer``: the queue's bloated partial indexes rebuilt, as
+an idle executor does every hour) and a checkpoint. On each size, in
 interleaved rounds (one round measures every size in turn, so drift hits all
 sizes alike; each round starts with ``ANALYZE`` of the job tables on every
 size, as autovacuum would keep them):
@@ -72,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 
 from bench.bench_compare import _steady, watch
 from bench.bench_enqueue import enqueue_many_rate
@@ -89,6 +91,7 @@ from rota import migrations
 from rota.api.dashboard import dashboard_data
 from rota.api.jobs import DEFAULT_PAGE
 from rota.cli.main import main as rota_main
+from rota.executor.reindexer import Reindexer
 from rota.migrations.runner import head_revision
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.service import SchedulerService
@@ -195,6 +198,9 @@ _GROW_FINISH = """
     WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
 """
 GROW_BATCH = 20_000
+# What a history gets after it is made, besides VACUUM ANALYZE (in the fingerprint:
+# a kept database made before this was done is not reused).
+HISTORY_UPKEEP = "index upkeep check"
 
 
 def grow_history(libpq_url: str, total: int) -> float:
@@ -218,8 +224,25 @@ def grow_history(libpq_url: str, total: int) -> float:
                 on_job_tables(conn, "VACUUM")
                 dead = 0
         on_job_tables(conn, "VACUUM ANALYZE")
+        upkeep(libpq_url)
         settle(conn)
     return time.perf_counter() - started
+
+
+def upkeep(libpq_url: str) -> None:
+    """One check of the executors' index upkeep (``rota.executor.reindexer``), as an idle
+    executor makes it every hour: a table in use has its bloated indexes rebuilt."""
+    plain = make_url(libpq_url)
+    engine = make_engine(
+        plain.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    )
+    try:
+        done = Reindexer(engine, lambda: True).check_once()
+    finally:
+        engine.dispose()
+    for r in done.rebuilt:
+        print(f"  index upkeep: {r.name} rebuilt, {r.pages_before:,} -> {r.pages_after:,} "
+              f"pages in {r.seconds:.1f} s", flush=True)
 
 
 def load_history(libpq_url: str, total: int) -> float:
@@ -233,6 +256,7 @@ def load_history(libpq_url: str, total: int) -> float:
         since = datetime(1970, 1, 1, tzinfo=UTC)
         conn.execute(_LOAD_ATTEMPTS, {"since": since})
         on_job_tables(conn, "VACUUM ANALYZE")
+        upkeep(libpq_url)
         settle(conn)
     return time.perf_counter() - started
 
@@ -538,6 +562,7 @@ def history_fingerprint() -> str:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for sql in (_LOAD_JOBS, _LOAD_ATTEMPTS, _GROW_QUEUE, _GROW_CLAIM, _GROW_FINISH):
         digest.update(sql.encode())
+    digest.update(HISTORY_UPKEEP.encode())
     return digest.hexdigest()[:8]
 
 

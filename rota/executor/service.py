@@ -39,6 +39,7 @@ from rota.executor.lease import HeldJob, StopReason
 from rota.executor.listener import Listener
 from rota.executor.metrics import observe_claim, observe_swept, observe_written
 from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
+from rota.executor.reindexer import DEFAULT_FIRST_CHECK, DEFAULT_REINDEX_INTERVAL, Reindexer
 from rota.executor.runner import run_held_job
 from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
@@ -100,6 +101,8 @@ class Executor:
         max_claim_batch: int = MAX_CLAIM_BATCH,
         prefetch: int | None = DEFAULT_PREFETCH,
         prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
+        reindex_interval: float | None = DEFAULT_REINDEX_INTERVAL,
+        reindex_first_check: float = DEFAULT_FIRST_CHECK,
         listen: bool = True,
         worker_id: str | None = None,
         rng: random.Random | None = None,
@@ -154,6 +157,18 @@ class Executor:
         # Retention: the claim loop prunes a bounded step when nothing is due (None: never).
         self._pruner = Pruner(self._claim_db, self._types.all, prune_interval or 0.0)
         self._prune_when_idle = prune_interval is not None
+        # Index upkeep (PostgreSQL): a thread that rebuilds bloated job-table indexes
+        # while this executor is idle (None: never).
+        self._idle = False  # the last claim found nothing due
+        self._reindexer: Reindexer | None = None
+        if reindex_interval is not None and engine.dialect.name == "postgresql":
+            self._reindexer = Reindexer(
+                engine,
+                lambda: self._idle and not self._draining,
+                interval=reindex_interval,
+                first_check=reindex_first_check,
+                secret_url=engine.url.render_as_string(hide_password=False),
+            )
         self._writer = OutcomeWriter(
             LoopConnection(engine, sqlite_lock),
             self.worker_id,
@@ -211,6 +226,8 @@ class Executor:
         if self._listener is not None:
             self._listener.start()
         self._metrics_flusher.start()
+        if self._reindexer is not None:
+            self._reindexer.start()
         emit(
             log,
             "executor_started",
@@ -249,6 +266,7 @@ class Executor:
                 self._wake.clear()
                 asked = self._claim_limit()
                 claimed = self._guarded(self.claim_once) or 0
+                self._idle = asked > 0 and claimed == 0
                 self._guarded(self._reload_if_stale)
                 if asked == 0 or claimed == asked:
                     # Busy, or more may be due: claim again once enough slots are free.
@@ -306,6 +324,8 @@ class Executor:
         if not self._started or self._draining:
             return
         self._draining = True
+        if self._reindexer is not None:
+            self._reindexer.stop()  # a rebuild under way is cancelled: it holds no job
         self.liveness.unwatch("claim")  # claiming has ended on purpose
         self._release_waiting()
         timeout = self.drain_timeout if drain_timeout is None else drain_timeout

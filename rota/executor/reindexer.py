@@ -1,0 +1,237 @@
+"""Index upkeep in the executor: rebuild the job tables' bloated indexes (PostgreSQL).
+
+Why the queue's indexes bloat as history grows, and how a bloated one is
+found and rebuilt, is in ``shared.queries.index_upkeep``. Every executor on
+PostgreSQL has a ``Reindexer``: a thread of its own, so a rebuild (seconds
+for a queue index of a ten-million-job table in memory, more from disk)
+never holds up a claim. It checks
+``first_check`` seconds after the executor starts, then every ``interval``
+seconds, while its executor is idle (its last claim found nothing): a busy
+executor tries again a minute later, and after a whole interval of that
+checks anyway (a rebuild does not block the queue; a queue never idle is
+where bloat costs most). A check takes the upkeep lock
+(one rebuilder across every process; the others skip their turn), drops the
+invalid copies earlier rebuilds left behind, then rebuilds each bloated
+index, one at a time, logging ``index_rebuilt`` with its size before and
+after.
+
+A rebuild waits for the transactions that were running when it began; it
+gives up after ``LOCK_TIMEOUT`` (its copy is dropped at the next check)
+rather than keep a long-running transaction's company. ``stop()`` cancels a
+rebuild under way, so an executor's shutdown never waits for one. A database
+user that may not rebuild (not the table's owner) is told once, at WARNING,
+and the thread ends: the queue works the same, only bloat is left to the
+owner (``REINDEX INDEX CONCURRENTLY``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+
+from rota.shared.events import emit
+from rota.shared.outage import describe
+from rota.shared.queries.index_upkeep import (
+    BLOAT_FACTOR,
+    MIN_BLOATED_PAGES,
+    IndexSize,
+    drop_leftover,
+    index_sizes,
+    leftover_copies,
+    rebuild_index,
+    release_upkeep_lock,
+    try_upkeep_lock,
+)
+
+log = logging.getLogger("rota.executor")
+
+DEFAULT_REINDEX_INTERVAL = 3600.0
+DEFAULT_FIRST_CHECK = 300.0  # after start: a fleet's restart is not a burst of checks
+BUSY_RETRY_SECONDS = 60.0
+LOCK_TIMEOUT = "60s"
+_INSUFFICIENT_PRIVILEGE = "42501"
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    name: str
+    pages_before: int
+    pages_after: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What one check did; ``locked_out``: another process holds the upkeep lock."""
+
+    locked_out: bool = False
+    dropped: tuple[str, ...] = ()
+    rebuilt: tuple[Rebuilt, ...] = ()
+    failed: tuple[str, ...] = ()
+
+
+class Reindexer:
+    def __init__(
+        self,
+        engine: Engine,
+        idle: Callable[[], bool],
+        *,
+        interval: float = DEFAULT_REINDEX_INTERVAL,
+        first_check: float = DEFAULT_FIRST_CHECK,
+        busy_retry: float = BUSY_RETRY_SECONDS,
+        factor: float = BLOAT_FACTOR,
+        min_pages: int = MIN_BLOATED_PAGES,
+        secret_url: str | None = None,
+    ) -> None:
+        self._engine = engine
+        self._idle = idle
+        self.interval = interval
+        self.first_check = first_check
+        self.busy_retry = busy_retry
+        self.factor = factor
+        self.min_pages = min_pages
+        self._secret_url = secret_url
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._busy_conn: Connection | None = None  # the connection of a statement under way
+        self._conn_lock = threading.Lock()
+        self.disabled = False
+        self._built: dict[str, int] = {}  # index -> its pages after our last rebuild of it
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="rota-reindex", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread; a rebuild under way is cancelled (its copy goes at the next check)."""
+        self._stop.set()
+        with self._conn_lock:
+            conn = self._busy_conn
+            if conn is not None:
+                _cancel(conn)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        wait = self.first_check
+        overdue = 0.0  # seconds a due check has waited for an idle moment
+        while not self._stop.wait(wait):
+            if not self._idle() and overdue < self.interval:
+                wait = min(self.busy_retry, self.interval)
+                overdue += wait
+                continue
+            overdue = 0.0
+            try:
+                self.check_once()
+            except Exception as exc:  # the database is away, say: the next check retries
+                emit(log, "index_check_failed", logging.WARNING,
+                     error=describe(exc, self._secret_url))
+            if self.disabled:
+                return
+            wait = self.interval
+
+    def check_once(self) -> CheckResult:
+        """One check: under the upkeep lock, drop leftover copies, rebuild bloated indexes."""
+        with self._engine.connect() as raw:
+            conn = raw.execution_options(isolation_level="AUTOCOMMIT")
+            if not try_upkeep_lock(conn):
+                return CheckResult(locked_out=True)
+            try:
+                conn.execute(text(f"SET lock_timeout = '{LOCK_TIMEOUT}'"))
+                conn.execute(text("SET statement_timeout = 0"))  # a rebuild takes what it takes
+                return self._check_locked(conn)
+            finally:
+                if not conn.invalidated and not conn.closed:
+                    release_upkeep_lock(conn)
+
+    def _check_locked(self, conn: Connection) -> CheckResult:
+        dropped: list[str] = []
+        rebuilt: list[Rebuilt] = []
+        failed: list[str] = []
+        for copy in leftover_copies(conn):
+            if self._stop.is_set():
+                break
+            if self._statement(conn, copy, drop_leftover, "index_leftover_drop_failed"):
+                dropped.append(copy.name)
+                emit(log, "index_leftover_dropped", index=copy.name, pages=copy.pages)
+            else:
+                failed.append(copy.name)
+        for index in index_sizes(conn):
+            if self._stop.is_set() or self.disabled:
+                break
+            if not index.bloated(self.factor, self.min_pages, self._built.get(index.name, 0)):
+                continue
+            started = time.monotonic()
+            if not self._statement(conn, index, rebuild_index, "index_rebuild_failed"):
+                failed.append(index.name)
+                continue
+            after = next((s.pages for s in index_sizes(conn) if s.name == index.name), 0)
+            done = Rebuilt(index.name, index.pages, after, round(time.monotonic() - started, 1))
+            rebuilt.append(done)
+            self._built[index.name] = after
+            emit(
+                log,
+                "index_rebuilt",
+                index=index.name,
+                pages_before=done.pages_before,
+                pages_after=done.pages_after,
+                needed_pages=index.needed_pages,
+                seconds=done.seconds,
+            )
+        return CheckResult(dropped=tuple(dropped), rebuilt=tuple(rebuilt), failed=tuple(failed))
+
+    def _statement(
+        self,
+        conn: Connection,
+        index: IndexSize,
+        run: Callable[[Connection, IndexSize], None],
+        failure_event: str,
+    ) -> bool:
+        """Run one long statement, cancellable by ``stop()``; False (logged) if it failed."""
+        with self._conn_lock:
+            if self._stop.is_set():
+                return False
+            self._busy_conn = conn
+        try:
+            run(conn, index)
+            return True
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:
+                self.disabled = True
+                emit(
+                    log,
+                    "index_upkeep_unavailable",
+                    logging.WARNING,
+                    reason="this database user may not rebuild rota's indexes (it does not "
+                    "own the tables); bloated indexes are left to their owner "
+                    "(REINDEX INDEX CONCURRENTLY)",
+                    error=describe(exc, self._secret_url),
+                )
+                return False
+            if self._stop.is_set():
+                emit(log, "index_rebuild_stopped", index=index.name)
+                return False
+            emit(log, failure_event, logging.WARNING, index=index.name,
+                 error=describe(exc, self._secret_url))
+            if exc.connection_invalidated:
+                raise
+            return False
+        finally:
+            with self._conn_lock:
+                self._busy_conn = None
+
+
+def _cancel(conn: Connection) -> None:
+    """Ask the server to cancel the statement running on ``conn`` (from another thread)."""
+    try:
+        dbapi = conn.connection.dbapi_connection
+        if dbapi is not None:
+            dbapi.cancel()  # psycopg: a cancel request, sent on a connection of its own
+    except Exception:  # the connection is gone already: nothing runs on it
+        pass
