@@ -16,7 +16,7 @@ index, one at a time, logging ``index_rebuilt`` with its size before and
 after.
 
 A rebuild waits for the transactions that were running when it began; it
-gives up after ``LOCK_TIMEOUT`` (its copy is dropped at the next check)
+gives up after ``LOCK_TIMEOUT_SECONDS`` (its copy is dropped at the next check)
 rather than keep a long-running transaction's company. ``stop()`` cancels a
 rebuild under way, so an executor's shutdown never waits for one. A database
 user that may not rebuild (not the table's owner) is told once, at WARNING,
@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from rota.shared.events import emit
@@ -47,6 +47,7 @@ from rota.shared.queries.index_upkeep import (
     rebuild_index,
     release_upkeep_lock,
     try_upkeep_lock,
+    upkeep_session,
 )
 
 log = logging.getLogger("rota.executor")
@@ -54,7 +55,7 @@ log = logging.getLogger("rota.executor")
 DEFAULT_REINDEX_INTERVAL = 3600.0
 DEFAULT_FIRST_CHECK = 300.0  # after start: a fleet's restart is not a burst of checks
 BUSY_RETRY_SECONDS = 60.0
-LOCK_TIMEOUT = "60s"
+LOCK_TIMEOUT_SECONDS = 60
 _INSUFFICIENT_PRIVILEGE = "42501"
 
 
@@ -143,8 +144,7 @@ class Reindexer:
             if not try_upkeep_lock(conn):
                 return CheckResult(locked_out=True)
             try:
-                conn.execute(text(f"SET lock_timeout = '{LOCK_TIMEOUT}'"))
-                conn.execute(text("SET statement_timeout = 0"))  # a rebuild takes what it takes
+                upkeep_session(conn, LOCK_TIMEOUT_SECONDS)
                 return self._check_locked(conn)
             finally:
                 if not conn.invalidated and not conn.closed:

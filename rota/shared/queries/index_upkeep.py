@@ -151,6 +151,13 @@ def _is_rebuild_copy(name: str) -> bool:
     return False
 
 
+def upkeep_session(conn: Connection, lock_timeout_seconds: int) -> None:
+    """The rebuilder's session: no statement timeout (a rebuild takes what it takes),
+    and a lock timeout, so a rebuild waiting for old transactions gives up."""
+    conn.execute(text(f"SET lock_timeout = '{int(lock_timeout_seconds)}s'"))
+    conn.execute(text("SET statement_timeout = 0"))
+
+
 def rebuild_index(conn: Connection, index: IndexSize) -> None:
     """``REINDEX INDEX CONCURRENTLY`` (an autocommit connection; takes minutes on a big table)."""
     conn.exec_driver_sql(f"REINDEX INDEX CONCURRENTLY {index.qualified}")
