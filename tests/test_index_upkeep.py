@@ -112,6 +112,13 @@ def test_bloated_queue_indexes_are_rebuilt_once_and_the_rest_left_alone(
     )
     # Nothing is bloated now: the next check rebuilds nothing.
     assert reindexer(pg).check_once() == CheckResult()
+    # The rebuilder's session ended with its check: no lock held, and no pooled
+    # connection keeps its settings (no statement timeout, a 60 s lock timeout).
+    with pg.connect() as conn:
+        assert conn.execute(text("SHOW lock_timeout")).scalar() == "0"
+        assert conn.execute(text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+        )).scalar() == 0
     # The rebuilt indexes serve the queue: a new job is found through them.
     with pg.begin() as conn:
         conn.execute(text(_QUEUE), {"n": 3})

@@ -45,7 +45,6 @@ from rota.shared.queries.index_upkeep import (
     index_sizes,
     leftover_copies,
     rebuild_index,
-    release_upkeep_lock,
     try_upkeep_lock,
     upkeep_session,
 )
@@ -147,8 +146,10 @@ class Reindexer:
                 upkeep_session(conn, LOCK_TIMEOUT_SECONDS)
                 return self._check_locked(conn)
             finally:
-                if not conn.invalidated and not conn.closed:
-                    release_upkeep_lock(conn)
+                # The session ends here, with its lock and its settings: the connection
+                # never goes back to the pool (a cancel meant for a rebuild may also
+                # have hit a later statement, an unlock among them).
+                raw.invalidate()
 
     def _check_locked(self, conn: Connection) -> CheckResult:
         dropped: list[str] = []

@@ -169,15 +169,10 @@ def drop_leftover(conn: Connection, index: IndexSize) -> None:
 
 
 def try_upkeep_lock(conn: Connection) -> bool:
-    """Take the rebuilder's session lock if nobody holds it (released by ``release_upkeep_lock``
-    or when the connection ends)."""
+    """Take the rebuilder's session lock if nobody holds it (held until the session ends)."""
     return bool(
         conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": UPKEEP_LOCK_KEY}).scalar()
     )
-
-
-def release_upkeep_lock(conn: Connection) -> None:
-    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": UPKEEP_LOCK_KEY})
 
 
 def _quote(identifier: str) -> str:
