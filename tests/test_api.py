@@ -368,7 +368,8 @@ def test_instants_have_one_form_whole_seconds_included() -> None:
     later = whole + timedelta(microseconds=239_000)
     assert instant(whole) == "2026-12-01T23:00:03.000000Z"
     assert instant(later) == "2026-12-01T23:00:03.239000Z"
-    assert sorted([instant(later), instant(whole)]) == [instant(whole), instant(later)]
+    texts = [instant(later), instant(whole)]
+    assert sorted(t for t in texts if t is not None) == texts[::-1]
     east = whole.astimezone(timezone(timedelta(hours=5, minutes=30)))
     assert instant(east) == "2026-12-01T23:00:03.000000Z"  # an aware value in any zone
     assert instant(None) is None
