@@ -103,8 +103,16 @@ def test_postgresql_refusing_writes_exits_1_with_one_clear_line(
     assert_no_sql_or_traceback(out)
 
 
+RIDERS = {
+    "executor": ["executor", "--poll-interval", "0.2"],
+    # A scheduler and an executor in one process: one outage, one line (not one per service).
+    "run": ["run", "--no-serve"],
+}
+
+
 @pytest.mark.slow
-def test_executor_rides_out_a_postgresql_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", sorted(RIDERS))
+def test_rota_rides_out_a_postgresql_restart(tmp_path: Path, command: str) -> None:
     with own_cluster() as cluster:
         url = cluster.url.replace("postgres@", "postgres:S3cretPassw0rd@")  # trust: ignored
         schedule = tmp_path / "s.yaml"
@@ -113,9 +121,10 @@ def test_executor_rides_out_a_postgresql_restart(tmp_path: Path) -> None:
         assert rota_cli("apply", str(schedule), url=url, cwd=tmp_path).returncode == 0
         log_path = tmp_path / "executor.log"
         with open(log_path, "wb") as log:
+            config = ["--config", str(schedule)] if command == "run" else []
             proc = subprocess.Popen(
-                [sys.executable, "-m", "rota.cli.main", "executor", "--db", url,
-                 "--poll-interval", "0.2"],
+                [sys.executable, "-m", "rota.cli.main", *RIDERS[command], *config,
+                 "--db", url],
                 cwd=tmp_path,
                 env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                 stdout=log,

@@ -108,6 +108,7 @@ class Executor:
         rng: random.Random | None = None,
         liveness_interval: float = DEFAULT_INTERVAL_SECONDS,
         metrics_interval: float = DEFAULT_FLUSH_SECONDS,
+        outage: Outage | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -128,7 +129,10 @@ class Executor:
         self.worker_id = worker_id or new_worker_id()
         # The database's faults, seen by every loop of this process: an outage is
         # logged once (and retried with backoff), a permanent fault stops the executor.
-        self._outage = Outage(log, secret_url=engine.url.render_as_string(hide_password=False))
+        # ``outage``: shared with the other services of this process (``rota run``).
+        self._outage = outage or Outage(
+            log, secret_url=engine.url.render_as_string(hide_password=False)
+        )
         self._rng = rng or random.Random()
         self._types = JobTypeCache(engine)
         self._handlers = HandlerRegistry()

@@ -67,6 +67,7 @@ class SchedulerService:
         batch_jobs: int = DEFAULT_BATCH_JOBS,
         max_sleep: float = DEFAULT_MAX_SLEEP,
         liveness_interval: float = DEFAULT_INTERVAL_SECONDS,
+        outage: Outage | None = None,
     ) -> None:
         self.engine = engine
         self.batch_schedules = batch_schedules
@@ -75,8 +76,11 @@ class SchedulerService:
         self._compiled = CompiledSchedules()
         self._frozen_at = 0
         self.worker_id = new_worker_id()  # fresh per process start
-        # The database's faults, for every loop of this replica: logged once per outage.
-        self._outage = Outage(log, secret_url=engine.url.render_as_string(hide_password=False))
+        # The database's faults, for every loop of this replica (and, in ``rota run``,
+        # of the executor beside it): logged once per outage.
+        self._outage = outage or Outage(
+            log, secret_url=engine.url.render_as_string(hide_password=False)
+        )
         # The worker registry row and --health-port's view of the tick loop.
         self.liveness = Liveness()
         self._registration = Registration(

@@ -39,7 +39,7 @@ from rota.migrations.runner import upgrade
 from rota.scheduler.apply import apply_file
 from rota.scheduler.service import SchedulerService
 from rota.shared.events import emit
-from rota.shared.outage import DatabaseUnusable
+from rota.shared.outage import DatabaseUnusable, Outage
 from rota.shared.queries.job_types import load_job_types
 
 DEFAULT_CONFIG = "schedules.yaml"
@@ -118,14 +118,17 @@ def run(args: argparse.Namespace) -> int:
         report_applied(result.render())
         pools = _pools(engine, args)
         interval = args.liveness_interval
+        # One view of the database for both services: an outage is one line, not two.
+        outage = Outage(log, secret_url=engine.url.render_as_string(hide_password=False))
         executor = Executor(
             engine,
             pools,
             args.concurrency,
             drain_timeout=args.drain_timeout,
             liveness_interval=interval,
+            outage=outage,
         )
-        scheduler = SchedulerService(engine, liveness_interval=interval)
+        scheduler = SchedulerService(engine, liveness_interval=interval, outage=outage)
         if health is not None:
             health.watch(executor.liveness, scheduler.liveness)
         emit(
