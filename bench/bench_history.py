@@ -20,7 +20,8 @@ occurrence keys). ``--history`` says how they got there:
 
 Both end with ``VACUUM ANALYZE``, one check of the executors' index upkeep
 (``rota.executor.reindexer``: the queue's bloated partial indexes rebuilt, as
-an idle executor does every hour) and a checkpoint. On each size, in
+an idle executor does every hour; ``--no-upkeep`` leaves it out, to measure what
+it buys) and a checkpoint. On each size, in
 interleaved rounds (one round measures every size in turn, so drift hits all
 sizes alike; each round starts with ``ANALYZE`` of the job tables on every
 size, as autovacuum would keep them):
@@ -50,7 +51,7 @@ the deep-queue case: the first ``--jobs`` of a 1,000,000-deep QUEUED backlog
 drained at the defaults, against a queue just ``--jobs`` deep.
 
 Run: ``python -m bench.bench_history [--sizes 0,0,1000000,10000000] [--rounds 3]
-[--history grown|loaded] [--keep-history] [--backlog]``. 10 million rows take
+[--history grown|loaded] [--keep-history] [--no-upkeep] [--backlog]``. 10 million rows take
 a few GB of disk and 25 minutes to grow (7 to load); the databases are dropped
 at the end, unless ``--keep-history`` keeps them for the next run.
 """
@@ -203,7 +204,7 @@ GROW_BATCH = 20_000
 HISTORY_UPKEEP = "index upkeep check"
 
 
-def grow_history(libpq_url: str, total: int) -> float:
+def grow_history(libpq_url: str, total: int, upkeep: bool = True) -> float:
     """``total`` jobs taken through queued, running and finished, ``GROW_BATCH`` at a time.
 
     Vacuumed when autovacuum's default trigger would vacuum (dead row versions
@@ -224,12 +225,13 @@ def grow_history(libpq_url: str, total: int) -> float:
                 on_job_tables(conn, "VACUUM")
                 dead = 0
         on_job_tables(conn, "VACUUM ANALYZE")
-        upkeep(libpq_url)
+        if upkeep:
+            index_upkeep(libpq_url)
         settle(conn)
     return time.perf_counter() - started
 
 
-def upkeep(libpq_url: str) -> None:
+def index_upkeep(libpq_url: str) -> None:
     """One check of the executors' index upkeep (``rota.executor.reindexer``), as an idle
     executor makes it every hour: a table in use has its bloated indexes rebuilt."""
     plain = make_url(libpq_url)
@@ -245,7 +247,7 @@ def upkeep(libpq_url: str) -> None:
               f"pages in {r.seconds:.1f} s", flush=True)
 
 
-def load_history(libpq_url: str, total: int) -> float:
+def load_history(libpq_url: str, total: int, upkeep: bool = True) -> float:
     """``total`` finished jobs and their attempts; returns the seconds the load took."""
     started = time.perf_counter()
     with psycopg.connect(libpq_url, autocommit=True) as conn:
@@ -256,7 +258,8 @@ def load_history(libpq_url: str, total: int) -> float:
         since = datetime(1970, 1, 1, tzinfo=UTC)
         conn.execute(_LOAD_ATTEMPTS, {"since": since})
         on_job_tables(conn, "VACUUM ANALYZE")
-        upkeep(libpq_url)
+        if upkeep:
+            index_upkeep(libpq_url)
         settle(conn)
     return time.perf_counter() - started
 
@@ -502,25 +505,27 @@ def enqueue_rates(sized: Sequence[Sized], count: int) -> list[float]:
     return [statistics.median(r) for r in rates]
 
 
-HISTORY_FORMS: dict[str, Callable[[str, int], float]] = {
+HISTORY_FORMS: dict[str, Callable[[str, int, bool], float]] = {
     "grown": grow_history, "loaded": load_history,
 }
 
 
 @contextmanager
-def sized_database(admin_url: str, size: int, form: str, keep: bool = False) -> Iterator[Sized]:
-    template = kept_history(admin_url, size, form) if keep and size else None
+def sized_database(
+    admin_url: str, size: int, form: str, keep: bool = False, upkeep: bool = True
+) -> Iterator[Sized]:
+    template = kept_history(admin_url, size, form, upkeep) if keep and size else None
     with fresh_database("postgresql", admin_url, template) as db:
         assert db.libpq_url is not None
         if size and template is None:
-            seconds = HISTORY_FORMS[form](db.libpq_url, size)
+            seconds = HISTORY_FORMS[form](db.libpq_url, size, upkeep)
             print(f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s",
                   flush=True)
         apply_schedules(db)
         yield Sized(size, db)
 
 
-def kept_history(admin_url: str, size: int, form: str) -> str:
+def kept_history(admin_url: str, size: int, form: str, upkeep: bool = True) -> str:
     """The name of a database kept between runs holding this history; made if missing.
 
     Named by form, size, schema revision and ``history_fingerprint()``, so
@@ -529,7 +534,7 @@ def kept_history(admin_url: str, size: int, form: str) -> str:
     TEMPLATE``): the same pages and free space map, without growing 10 million
     rows again (25 minutes).
     """
-    name = f"rota_bench_hist_{form}_{size}_{head_revision()}_{history_fingerprint()}"
+    name = f"rota_bench_hist_{form}_{size}_{head_revision()}_{history_fingerprint(upkeep)}"
     admin = libpq(admin_url)
     with psycopg.connect(admin, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
@@ -541,7 +546,7 @@ def kept_history(admin_url: str, size: int, form: str) -> str:
     assert db.libpq_url is not None
     try:
         prepare_database(db)
-        seconds = HISTORY_FORMS[form](db.libpq_url, size)
+        seconds = HISTORY_FORMS[form](db.libpq_url, size, upkeep)
     except BaseException:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -551,7 +556,7 @@ def kept_history(admin_url: str, size: int, form: str) -> str:
     return name
 
 
-def history_fingerprint() -> str:
+def history_fingerprint(upkeep: bool = True) -> str:
     """8 hex digits of the migrations' source and of the SQL that makes history.
 
     An unreleased migration may change in place (0010 did, twice): its
@@ -562,7 +567,8 @@ def history_fingerprint() -> str:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for sql in (_LOAD_JOBS, _LOAD_ATTEMPTS, _GROW_QUEUE, _GROW_CLAIM, _GROW_FINISH):
         digest.update(sql.encode())
-    digest.update(HISTORY_UPKEEP.encode())
+    if upkeep:
+        digest.update(HISTORY_UPKEEP.encode())
     return digest.hexdigest()[:8]
 
 
@@ -650,7 +656,7 @@ def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[flo
 
 def run(
     admin_url: str, sizes: Sequence[int], rounds: int, count: int, form: str = "grown",
-    keep: bool = False,
+    keep: bool = False, upkeep: bool = True,
 ) -> list[Sized]:
     with (
         tempfile.TemporaryDirectory(prefix="rota_bench_hist_") as tmp,
@@ -660,7 +666,9 @@ def run(
         sized = []
         for size in sizes:
             print(f"  preparing a database with {size:,} finished jobs", flush=True)
-            sized.append(stack.enter_context(sized_database(admin_url, size, form, keep)))
+            sized.append(
+                stack.enter_context(sized_database(admin_url, size, form, keep, upkeep))
+            )
             sized[-1].control = len(sized) > 1 and size == 0
         # Copying a kept 10-million-row database leaves 7 GB for the kernel to write
         # back: the first round's fsyncs waited behind it (one drain at 0.4 x).
@@ -715,6 +723,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="keep each history database (rota_bench_hist_*) and measure a copy of it; a "
              "later run with this flag copies it instead of growing it again",
     )
+    parser.add_argument(
+        "--no-upkeep", action="store_true",
+        help="leave out the index upkeep check at the end of a history (what the "
+             "executors' rebuild of bloated indexes buys, measured against the default)",
+    )
     parser.add_argument("--backlog", action="store_true", help="the 1M-deep queue case too")
     parser.add_argument("--backlog-depth", type=int, default=1_000_000)
     parser.add_argument(
@@ -729,8 +742,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--sizes must start with 0, the base every ratio is taken against")
     print(f"History size on PostgreSQL: sizes {', '.join(f'{s:,}' for s in sizes)}, "
           f"{args.rounds} round(s), {ENQUEUE_SAMPLES} enqueue samples of {args.jobs:,} jobs "
-          f"a round (all drained), history {args.history}")
-    run(args.pg_url, sizes, args.rounds, args.jobs, args.history, args.keep_history)
+          f"a round (all drained), history {args.history}"
+          f"{' without index upkeep' if args.no_upkeep else ''}")
+    run(args.pg_url, sizes, args.rounds, args.jobs, args.history, args.keep_history,
+        not args.no_upkeep)
     if args.backlog:
         with tempfile.TemporaryDirectory(prefix="rota_bench_backlog_") as tmp:
             backlog(args.pg_url, args.jobs, args.backlog_depth, Path(tmp), args.backlog_rounds)
