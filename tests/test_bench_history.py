@@ -32,9 +32,9 @@ def test_a_history_holds_finished_jobs_each_with_its_closed_attempt(
     form: str, fresh_pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bench_history, "GROW_BATCH", 700)  # several batches and vacuums
-    make: Callable[[str, int], float] = bench_history.HISTORY_FORMS[form]
+    make: Callable[[str, int, bool], float] = bench_history.HISTORY_FORMS[form]
     libpq = _libpq(fresh_pg_url)
-    make(libpq, TOTAL)
+    make(libpq, TOTAL, True)
     with psycopg.connect(libpq) as conn:
         states: Counter[str] = Counter(dict(conn.execute(
             "SELECT state, count(*) FROM jobs GROUP BY state").fetchall()))

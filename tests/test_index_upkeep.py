@@ -10,6 +10,9 @@ terminating its server process (SIGTERM), as a crash or a failover would.
 from __future__ import annotations
 
 import logging
+import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -26,10 +29,11 @@ from rota.shared.database import make_engine
 from rota.shared.queries.index_upkeep import (
     UPKEEP_LOCK_KEY,
     IndexSize,
-    _is_rebuild_copy,
+    _rebuilt_name,
     index_sizes,
 )
 from tests.db_support import migrated_sqlite_url
+from tests.executor_support import REPO_ROOT
 
 QUEUE_INDEXES = {"ix_jobs_state", "ix_jobs_unfinished_created", "ix_jobs_claimable"}
 MIN_PAGES = 50  # the test's bloat is a few hundred pages; production waits for 1,024
@@ -113,7 +117,7 @@ def test_bloated_queue_indexes_are_rebuilt_once_and_the_rest_left_alone(
     # Nothing is bloated now: the next check rebuilds nothing.
     assert reindexer(pg).check_once() == CheckResult()
     # The rebuilder's session ended with its check: no lock held, and no pooled
-    # connection keeps its settings (no statement timeout, a 60 s lock timeout).
+    # connection keeps its settings (no statement timeout, a 5 s lock timeout).
     with pg.connect() as conn:
         assert conn.execute(text("SHOW lock_timeout")).scalar() == "0"
         assert conn.execute(text(
@@ -165,21 +169,78 @@ def test_the_copy_a_killed_rebuild_leaves_is_dropped(
     left = sizes(pg)
     assert "ix_jobs_state_ccnew" in left and not left["ix_jobs_state_ccnew"].valid
     assert left["ix_jobs_state"].valid  # the old index still serves meanwhile
+    # Named like a copy but beside no index of its name: someone's own, left alone.
+    with pg.begin() as conn:
+        conn.execute(text("ALTER INDEX ix_jobs_state_ccnew RENAME TO mine_ccnew"))
+    first = reindexer(pg).check_once()
+    assert first.dropped == () and "mine_ccnew" in sizes(pg)
+    assert "ix_jobs_state" in first.rebuilt_names()  # the rest of the check went on
+    with pg.begin() as conn:
+        conn.execute(text("ALTER INDEX mine_ccnew RENAME TO ix_jobs_state_ccnew"))
 
     result = reindexer(pg).check_once()
 
     assert result.dropped == ("ix_jobs_state_ccnew",)
-    assert "ix_jobs_state" in {r.name for r in result.rebuilt}
     now = sizes(pg)
     assert "ix_jobs_state_ccnew" not in now and now["ix_jobs_state"].valid
     assert len(events(caplog, "index_leftover_dropped")) == 1
 
 
 def test_only_rebuild_copies_count_as_leftovers() -> None:
-    for name in ("ix_jobs_state_ccnew", "ix_jobs_state_ccnew1", "pk_jobs_ccold", "x_ccold12"):
-        assert _is_rebuild_copy(name), name
+    for name, base in (("ix_jobs_state_ccnew", "ix_jobs_state"), ("ix_a_ccnew1", "ix_a"),
+                       ("pk_jobs_ccold", "pk_jobs"), ("x_ccold12", "x")):
+        assert _rebuilt_name(name) == base, name
     for name in ("ix_jobs_state", "my_ccnew_index", "_ccnew", "ix_ccnewer", "ix_ccold_2"):
-        assert not _is_rebuild_copy(name), name
+        assert _rebuilt_name(name) is None, name
+
+
+def test_an_index_whose_key_has_no_statistics_is_never_judged() -> None:
+    index = IndexSize("public", "ix", "jobs", True, pages=50_000, entries=0, entry_width=None)
+    assert index.needed_pages is None and not index.bloated(min_pages=1)
+    assert IndexSize("public", "ix", "jobs", True, 50_000, 0, 16).bloated(min_pages=1)
+
+
+def test_stale_statistics_do_not_rebuild_a_full_index(pg: Engine) -> None:
+    """The statistics say the queue is empty (the last ANALYZE saw it so); 30,000 jobs
+    queued since fill its indexes: counted, they are not bloated, and stay as they are."""
+    bloat(pg)
+    with pg.begin() as conn:
+        conn.execute(text(_QUEUE), {"n": 30_000})
+    before = sizes(pg)
+    assert before["ix_jobs_state"].bloated(min_pages=MIN_PAGES)  # by the statistics
+    result = reindexer(pg).check_once()
+    assert "ix_jobs_state" not in {r.name for r in result.rebuilt}
+    assert sizes(pg)["ix_jobs_state"].pages == before["ix_jobs_state"].pages
+
+
+def test_a_standby_or_read_only_database_is_left_alone(pg: Engine) -> None:
+    bloat(pg)
+    with pg.connect() as raw:
+        conn = raw.execution_options(isolation_level="AUTOCOMMIT")
+        name = conn.execute(text("SELECT current_database()")).scalar_one()
+        conn.execute(text(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'))
+    pg.dispose()
+    assert reindexer(pg).check_once() == CheckResult(skipped=True)
+
+
+def test_an_old_transaction_ends_the_check_at_its_first_index(
+    pg: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rebuild waits for an open snapshot for the lock timeout, then the check ends:
+    the other bloated indexes would wait for the same transaction."""
+    caplog.set_level(logging.INFO, logger="rota.executor")
+    bloat(pg)
+    url = libpq(pg.url.render_as_string(hide_password=False))
+    with psycopg.connect(url) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM job_types")  # any table: the snapshot counts
+        result = reindexer(pg).check_once()
+        holder.rollback()
+    assert not result.rebuilt and len(result.failed) == 1
+    assert len(events(caplog, "index_rebuild_failed")) == 1
+    # What the timed-out rebuild left is dropped by the next check, which rebuilds all.
+    again = reindexer(pg).check_once()
+    assert again.dropped and set(again.rebuilt_names()) >= QUEUE_INDEXES
 
 
 def test_one_rebuilder_at_a_time(pg: Engine) -> None:
@@ -195,7 +256,7 @@ def test_one_rebuilder_at_a_time(pg: Engine) -> None:
 def test_stop_cancels_a_rebuild_under_way(
     pg: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A rebuild waiting on an old transaction (up to its 60 s lock timeout) does not
+    """A rebuild waiting on an old transaction (up to its 5 s lock timeout) does not
     hold up the executor's shutdown: stop() cancels it."""
     caplog.set_level(logging.INFO, logger="rota.executor")
     bloat(pg)
@@ -209,7 +270,7 @@ def test_stop_cancels_a_rebuild_under_way(
             "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
             "AND wait_event_type = 'Lock'"
         ).fetchone() is not None)
-        r.stop(timeout=10.0)
+        r.stop(timeout=3.0)  # the lock timeout alone would end it after 5 s, not 3
         assert r._thread is not None and not r._thread.is_alive()
         assert watch.execute(
             "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX%%' AND state = 'active'"
@@ -218,6 +279,65 @@ def test_stop_cancels_a_rebuild_under_way(
     assert len(events(caplog, "index_rebuild_stopped")) == 1
     assert not events(caplog, "index_rebuilt")
     assert reindexer(pg).check_once().dropped  # its copy goes at the next check
+
+
+def test_stop_returns_when_the_network_went_silent_during_a_rebuild(
+    pg: Engine, tmp_path: Path
+) -> None:
+    """The rebuild's connection goes through a proxy that stops forwarding (a partition):
+    stop() must come back, and the process's other threads must keep running meanwhile
+    (a cancel sent the libpq way blocks holding the GIL: the whole executor froze)."""
+    bloat(pg)
+    url = make_url(pg.url.render_as_string(hide_password=False))
+    upstream = (
+        f"{url.host}:{url.port or 5432}" if url.host
+        else f"{url.query['host']}/.s.PGSQL.{url.query.get('port', '5432')}"
+    )
+    port = free_port()
+    flag = tmp_path / "silent"
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "tests.frozen_proxy", str(port), upstream, str(flag)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    through = make_engine(
+        url.set(host="127.0.0.1", port=port, query={}).render_as_string(hide_password=False)
+    )
+    direct = libpq(pg.url.render_as_string(hide_password=False))
+    try:
+        assert proxy.stdout is not None and proxy.stdout.readline().strip() == "listening"
+        with psycopg.connect(direct) as holder, psycopg.connect(direct, autocommit=True) as w:
+            holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            holder.execute("SELECT count(*) FROM jobs")
+            r = reindexer(through, first_check=0.0)
+            r.start()
+            wait_until(lambda: w.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
+                "AND wait_event_type = 'Lock'"
+            ).fetchone() is not None)
+            flag.touch()  # the network goes silent
+            ticks = 0
+
+            def ticker() -> None:
+                nonlocal ticks
+                while not stopped.is_set():
+                    ticks += 1
+                    time.sleep(0.01)
+
+            stopped = threading.Event()
+            threading.Thread(target=ticker, daemon=True).start()
+            stopper = threading.Thread(target=r.stop)
+            stopper.start()
+            stopper.join(20)  # a hang guard: stop() waits a second at most
+            assert not stopper.is_alive()
+            before = ticks
+            wait_until(lambda: ticks > before + 10)  # the other threads were never frozen
+            stopped.set()
+            holder.rollback()
+    finally:
+        flag.unlink(missing_ok=True)
+        proxy.kill()
+        proxy.wait()
+        through.dispose()
 
 
 def test_a_user_that_does_not_own_the_tables_is_told_once_and_nothing_breaks(
@@ -304,3 +424,9 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.02)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

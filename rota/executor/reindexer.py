@@ -16,16 +16,23 @@ index, one at a time, logging ``index_rebuilt`` with its size before and
 after.
 
 A rebuild waits for the transactions that were running when it began; it
-gives up after ``LOCK_TIMEOUT_SECONDS`` (its copy is dropped at the next check)
-rather than keep a long-running transaction's company. ``stop()`` cancels a
-rebuild under way, so an executor's shutdown never waits for one. A database
-user that may not rebuild (not the table's owner) is told once, at WARNING,
-and the thread ends: the queue works the same, only bloat is left to the
-owner (``REINDEX INDEX CONCURRENTLY``).
+gives up after ``LOCK_TIMEOUT_SECONDS`` (its copy is dropped at the next
+check), and the check ends there: the next index would wait for the same old
+transaction, and a migration queued behind a waiting rebuild holds up the
+queue behind it. An index is rebuilt only once its live entries, counted (up
+to the number that would make its size fine), agree with the statistics.
+``stop()`` cancels the statement under way, by its server process, over a
+connection of its own, and waits at most a second: an executor's shutdown
+never waits for a rebuild, nor for a network that went silent. Nothing is
+tried on a standby or a read-only database. A database user that may not
+rebuild (not the table's owner) is told once, at WARNING, and the thread ends:
+the queue works the same, only bloat is left to the owner (``REINDEX INDEX
+CONCURRENTLY``). ``rota executor --no-index-upkeep`` turns it off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -39,13 +46,18 @@ from rota.shared.events import emit
 from rota.shared.outage import describe
 from rota.shared.queries.index_upkeep import (
     BLOAT_FACTOR,
+    LOCK_NOT_AVAILABLE,
     MIN_BLOATED_PAGES,
     IndexSize,
+    backend_pid,
+    cancel_backend,
     drop_leftover,
     index_sizes,
     leftover_copies,
+    live_entries,
     rebuild_index,
     try_upkeep_lock,
+    upkeep_possible,
     upkeep_session,
 )
 
@@ -54,7 +66,8 @@ log = logging.getLogger("rota.executor")
 DEFAULT_REINDEX_INTERVAL = 3600.0
 DEFAULT_FIRST_CHECK = 300.0  # after start: a fleet's restart is not a burst of checks
 BUSY_RETRY_SECONDS = 60.0
-LOCK_TIMEOUT_SECONDS = 60
+LOCK_TIMEOUT_SECONDS = 5  # a rebuild (or a catalog read) waits no longer for a lock
+CANCEL_SECONDS = 5.0  # stop(): how long cancels are sent while the check runs on
 _INSUFFICIENT_PRIVILEGE = "42501"
 
 
@@ -68,12 +81,21 @@ class Rebuilt:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """What one check did; ``locked_out``: another process holds the upkeep lock."""
+    """What one check did; ``locked_out``: another process holds the upkeep lock;
+    ``skipped``: the database may not be rebuilt (a standby, read-only)."""
 
     locked_out: bool = False
+    skipped: bool = False
     dropped: tuple[str, ...] = ()
     rebuilt: tuple[Rebuilt, ...] = ()
     failed: tuple[str, ...] = ()
+
+    def rebuilt_names(self) -> list[str]:
+        return [r.name for r in self.rebuilt]
+
+
+class _GiveUp(Exception):
+    """End this check: a lock did not come (an old transaction), or the thread stops."""
 
 
 class Reindexer:
@@ -99,8 +121,7 @@ class Reindexer:
         self._secret_url = secret_url
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._busy_conn: Connection | None = None  # the connection of a statement under way
-        self._conn_lock = threading.Lock()
+        self._pid: int | None = None  # the server process of the check under way
         self.disabled = False
         self._built: dict[str, int] = {}  # index -> its pages after our last rebuild of it
 
@@ -108,15 +129,35 @@ class Reindexer:
         self._thread = threading.Thread(target=self._loop, name="rota-reindex", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """End the thread; a rebuild under way is cancelled (its copy goes at the next check)."""
+    def stop(self, timeout: float = 1.0) -> None:
+        """End the thread, cancelling the statement of a check under way.
+
+        Waits at most ``timeout``: the cancels go on from a thread of their own
+        for ``CANCEL_SECONDS`` while the check runs on, each over a new connection
+        (a network that went silent cannot hold up the executor's shutdown).
+        """
         self._stop.set()
-        with self._conn_lock:
-            conn = self._busy_conn
-            if conn is not None:
-                _cancel(conn)
-        if self._thread is not None:
-            self._thread.join(timeout)
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return
+        threading.Thread(
+            target=self._cancel_while_running, args=(thread,), name="rota-reindex-cancel",
+            daemon=True,
+        ).start()
+        thread.join(timeout)
+
+    def _cancel_while_running(self, thread: threading.Thread) -> None:
+        url = self._engine.url.set(drivername="postgresql").render_as_string(
+            hide_password=False
+        )
+        deadline = time.monotonic() + CANCEL_SECONDS
+        while thread.is_alive() and time.monotonic() < deadline:
+            pid = self._pid
+            if pid is not None:
+                # The server away: the check ends with its connection, or with the process.
+                with contextlib.suppress(Exception):
+                    cancel_backend(url, pid, connect_timeout=deadline - time.monotonic())
+            thread.join(0.2)
 
     def _loop(self) -> None:
         wait = self.first_check
@@ -130,6 +171,8 @@ class Reindexer:
             try:
                 self.check_once()
             except Exception as exc:  # the database is away, say: the next check retries
+                if self._stop.is_set():
+                    return
                 emit(log, "index_check_failed", logging.WARNING,
                      error=describe(exc, self._secret_url))
             if self.disabled:
@@ -140,51 +183,68 @@ class Reindexer:
         """One check: under the upkeep lock, drop leftover copies, rebuild bloated indexes."""
         with self._engine.connect() as raw:
             conn = raw.execution_options(isolation_level="AUTOCOMMIT")
-            if not try_upkeep_lock(conn):
-                return CheckResult(locked_out=True)
             try:
+                self._pid = backend_pid(conn)
+                if self._stop.is_set():
+                    return CheckResult()
                 upkeep_session(conn, LOCK_TIMEOUT_SECONDS)
+                if not upkeep_possible(conn):
+                    return CheckResult(skipped=True)
+                if not try_upkeep_lock(conn):
+                    return CheckResult(locked_out=True)
                 return self._check_locked(conn)
             finally:
+                self._pid = None
                 # The session ends here, with its lock and its settings: the connection
-                # never goes back to the pool (a cancel meant for a rebuild may also
-                # have hit a later statement, an unlock among them).
+                # never goes back to the pool (a cancel meant for one statement may
+                # have hit a later one).
                 raw.invalidate()
 
     def _check_locked(self, conn: Connection) -> CheckResult:
         dropped: list[str] = []
         rebuilt: list[Rebuilt] = []
         failed: list[str] = []
-        for copy in leftover_copies(conn):
-            if self._stop.is_set():
-                break
-            if self._statement(conn, copy, drop_leftover, "index_leftover_drop_failed"):
-                dropped.append(copy.name)
-                emit(log, "index_leftover_dropped", index=copy.name, pages=copy.pages)
-            else:
-                failed.append(copy.name)
-        for index in index_sizes(conn):
-            if self._stop.is_set() or self.disabled:
-                break
-            if not index.bloated(self.factor, self.min_pages, self._built.get(index.name, 0)):
-                continue
-            started = time.monotonic()
-            if not self._statement(conn, index, rebuild_index, "index_rebuild_failed"):
-                failed.append(index.name)
-                continue
-            after = next((s.pages for s in index_sizes(conn) if s.name == index.name), 0)
-            done = Rebuilt(index.name, index.pages, after, round(time.monotonic() - started, 1))
-            rebuilt.append(done)
-            self._built[index.name] = after
-            emit(
-                log,
-                "index_rebuilt",
-                index=index.name,
-                pages_before=done.pages_before,
-                pages_after=done.pages_after,
-                needed_pages=index.needed_pages,
-                seconds=done.seconds,
-            )
+        try:
+            for copy in leftover_copies(conn):
+                if self._stop.is_set() or self.disabled:
+                    break
+                if self._statement(conn, copy, drop_leftover, "index_leftover_drop_failed"):
+                    dropped.append(copy.name)
+                    emit(log, "index_leftover_dropped", index=copy.name, pages=copy.pages)
+                else:
+                    failed.append(copy.name)
+            for index in index_sizes(conn):
+                if self._stop.is_set() or self.disabled:
+                    break
+                built = self._built.get(index.name, 0)
+                if not index.bloated(self.factor, self.min_pages, built):
+                    continue
+                # The statistics say so: count the live entries (up to the number
+                # that would make this size fine) before a rebuild.
+                live = live_entries(conn, index, index.entries_cap(self.factor))
+                if not index.bloated(self.factor, self.min_pages, built, live_entries=live):
+                    continue
+                started = time.monotonic()
+                if not self._statement(conn, index, rebuild_index, "index_rebuild_failed"):
+                    failed.append(index.name)
+                    continue
+                after = next((s.pages for s in index_sizes(conn) if s.name == index.name), 0)
+                done = Rebuilt(
+                    index.name, index.pages, after, round(time.monotonic() - started, 1)
+                )
+                rebuilt.append(done)
+                self._built[index.name] = after
+                emit(
+                    log,
+                    "index_rebuilt",
+                    index=index.name,
+                    pages_before=done.pages_before,
+                    pages_after=done.pages_after,
+                    live_entries=live,
+                    seconds=done.seconds,
+                )
+        except _GiveUp as given_up:
+            failed.extend(given_up.args)  # the index whose lock did not come, if any
         return CheckResult(dropped=tuple(dropped), rebuilt=tuple(rebuilt), failed=tuple(failed))
 
     def _statement(
@@ -194,16 +254,15 @@ class Reindexer:
         run: Callable[[Connection, IndexSize], None],
         failure_event: str,
     ) -> bool:
-        """Run one long statement, cancellable by ``stop()``; False (logged) if it failed."""
-        with self._conn_lock:
-            if self._stop.is_set():
-                return False
-            self._busy_conn = conn
+        """Run one long statement; False (logged) if it failed, ``_GiveUp`` to end the check."""
+        if self._stop.is_set():
+            raise _GiveUp
         try:
             run(conn, index)
             return True
         except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:
+            sqlstate = getattr(exc.orig, "sqlstate", None)
+            if sqlstate == _INSUFFICIENT_PRIVILEGE:
                 self.disabled = True
                 emit(
                     log,
@@ -217,22 +276,12 @@ class Reindexer:
                 return False
             if self._stop.is_set():
                 emit(log, "index_rebuild_stopped", index=index.name)
-                return False
+                raise _GiveUp from exc
             emit(log, failure_event, logging.WARNING, index=index.name,
                  error=describe(exc, self._secret_url))
             if exc.connection_invalidated:
                 raise
+            if sqlstate == LOCK_NOT_AVAILABLE:
+                # An old transaction holds it up; the next index would wait for it too.
+                raise _GiveUp(index.name) from exc
             return False
-        finally:
-            with self._conn_lock:
-                self._busy_conn = None
-
-
-def _cancel(conn: Connection) -> None:
-    """Ask the server to cancel the statement running on ``conn`` (from another thread)."""
-    try:
-        dbapi = conn.connection.dbapi_connection
-        if dbapi is not None:
-            dbapi.cancel()  # psycopg: a cancel request, sent on a connection of its own
-    except Exception:  # the connection is gone already: nothing runs on it
-        pass

@@ -19,6 +19,7 @@ from rota.cli.common import (
     install_stop_handlers,
     open_database,
 )
+from rota.executor.reindexer import DEFAULT_REINDEX_INTERVAL
 from rota.executor.service import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DRAIN_TIMEOUT,
@@ -90,6 +91,12 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"how often expired leases are taken back (default {DEFAULT_SWEEP_INTERVAL:g})",
     )
+    p.add_argument(
+        "--no-index-upkeep",
+        action="store_true",
+        help="never rebuild bloated job-table indexes from this executor (PostgreSQL; by "
+        "default an idle executor checks hourly and runs REINDEX INDEX CONCURRENTLY)",
+    )
     add_logging_options(p)
     add_health_options(p)
     p.set_defaults(func=run)
@@ -118,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
             sweep_interval=args.sweep_interval,
             drain_timeout=args.drain_timeout,
             liveness_interval=args.liveness_interval,
+            reindex_interval=None if args.no_index_upkeep else DEFAULT_REINDEX_INTERVAL,
         )
         if health is not None:
             health.watch(executor.liveness)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import psycopg
 from sqlalchemy import Connection, text
 
 BLOAT_FACTOR = 4.0  # a fresh B-tree is ~90% full, one in use 50-90%: 4 x is waste
@@ -43,24 +44,30 @@ PAGE_BYTES = 8192
 _PAGE_ROOM = (PAGE_BYTES - 24 - 16) * 0.90  # page header, B-tree special space, fill 90%
 _TUPLE_HEADER = 8  # an index tuple's header, before its key data (8-byte aligned)
 _LINE_POINTER = 4
-_UNKNOWN_WIDTH = 16  # a column without statistics
 
 # Any constant: one index rebuilder at a time over every executor (session-level lock).
 UPKEEP_LOCK_KEY = 0x726F7461_726978  # "rota" "rix"
 
-TABLES = ("jobs", "job_attempts")
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout ran out
 
+# Per index: its size, the planner's entry count (the table's for an index of every
+# row), the key's width from the column statistics (NULL if a column has none), and
+# its predicate, the SQL PostgreSQL keeps for it.
 _SIZES = text(
     """
     SELECT n.nspname AS schema, c.relname AS name, t.relname AS table_name,
            i.indisvalid AS valid,
            pg_relation_size(c.oid) / current_setting('block_size')::int AS pages,
-           c.reltuples AS entries,
-           (SELECT coalesce(sum(coalesce(s.avg_width, :unknown_width)), :unknown_width)
+           CASE WHEN i.indpred IS NULL THEN greatest(c.reltuples, t.reltuples)
+                ELSE c.reltuples END AS entries,
+           (SELECT CASE WHEN count(*) = count(s.avg_width) THEN sum(s.avg_width) END
               FROM unnest(i.indkey) AS k(attnum)
               JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
               LEFT JOIN pg_stats s ON s.schemaname = n.nspname
-                   AND s.tablename = t.relname AND s.attname = a.attname) AS width
+                   AND s.tablename = t.relname AND s.attname = a.attname) AS width,
+           pg_get_expr(i.indpred, i.indrelid) AS predicate,
+           EXISTS (SELECT 1 FROM pg_stat_progress_create_index p
+                    WHERE p.relid = t.oid) AS building
       FROM pg_index i
       JOIN pg_class c ON c.oid = i.indexrelid
       JOIN pg_class t ON t.oid = i.indrelid
@@ -79,28 +86,43 @@ class IndexSize:
     valid: bool
     pages: int
     entries: float  # the planner's count; negative: never vacuumed nor analyzed
-    entry_width: int  # bytes of key data per entry, from the column statistics
+    entry_width: int | None  # key bytes per entry; None: a column has no statistics
+    predicate: str | None = None  # a partial index's WHERE, as PostgreSQL keeps it
+    building: bool = False  # an index of this table is being built right now
+
+    @property
+    def entry_bytes(self) -> int | None:
+        if self.entry_width is None:
+            return None
+        return 8 * math.ceil((_TUPLE_HEADER + self.entry_width) / 8) + _LINE_POINTER
+
+    def pages_for(self, entries: float) -> int | None:
+        """Pages a fresh build of ``entries`` live entries takes (None: no width known)."""
+        entry = self.entry_bytes
+        if entry is None or entries < 0:
+            return None
+        return 1 + math.ceil(entries * entry / _PAGE_ROOM)
 
     @property
     def needed_pages(self) -> int | None:
-        """Pages a fresh build of the live entries takes (None: no count yet)."""
-        if self.entries < 0:
-            return None
-        entry = 8 * math.ceil((_TUPLE_HEADER + self.entry_width) / 8) + _LINE_POINTER
-        return 1 + math.ceil(self.entries * entry / _PAGE_ROOM)
+        """Pages a fresh build of the live entries takes, by the statistics (None: unknown)."""
+        return self.pages_for(self.entries)
 
     def bloated(
         self,
         factor: float = BLOAT_FACTOR,
         min_pages: int = MIN_BLOATED_PAGES,
         built_pages: int = 0,
+        live_entries: float | None = None,
     ) -> bool:
         """Worth a rebuild: ``factor`` times the pages it needs, and ``min_pages`` at least.
 
-        ``built_pages``, the size a rebuild of it last came to: where the
-        estimate is off, an index is not rebuilt again until it outgrows that.
+        By the statistics, or by ``live_entries`` (counted) when given; an index
+        whose key has a column without statistics is never judged. ``built_pages``,
+        the size a rebuild of it last came to: where the estimate is off, an index
+        is not rebuilt again until it outgrows that.
         """
-        needed = self.needed_pages
+        needed = self.pages_for(self.entries if live_entries is None else live_entries)
         return (
             self.valid
             and needed is not None
@@ -108,14 +130,23 @@ class IndexSize:
             and self.pages > factor * max(needed, built_pages)
         )
 
+    def entries_cap(self, factor: float = BLOAT_FACTOR) -> int:
+        """Live entries enough to make this index's size not bloated: a count stops there."""
+        entry = self.entry_bytes or 1
+        return math.ceil(self.pages / factor * _PAGE_ROOM / entry) + 1
+
     @property
     def qualified(self) -> str:
         return f"{_quote(self.schema)}.{_quote(self.name)}"
 
+    @property
+    def qualified_table(self) -> str:
+        return f"{_quote(self.schema)}.{_quote(self.table)}"
+
 
 def index_sizes(conn: Connection) -> list[IndexSize]:
     """Every index of rota's job tables (in the search path's schema), largest first."""
-    rows = conn.execute(_SIZES, {"unknown_width": _UNKNOWN_WIDTH}).mappings()
+    rows = conn.execute(_SIZES).mappings()
     return [
         IndexSize(
             schema=r["schema"],
@@ -124,31 +155,78 @@ def index_sizes(conn: Connection) -> list[IndexSize]:
             valid=bool(r["valid"]),
             pages=int(r["pages"]),
             entries=float(r["entries"]),
-            entry_width=int(r["width"]),
+            entry_width=None if r["width"] is None else int(r["width"]),
+            predicate=r["predicate"],
+            building=bool(r["building"]),
         )
         for r in rows
     ]
+
+
+def live_entries(conn: Connection, index: IndexSize, cap: int) -> int:
+    """The rows ``index`` holds an entry for, counted, up to ``cap``: what the statistics
+    say is checked before a rebuild (stale or missing ones would rebuild a healthy index).
+    The predicate is PostgreSQL's own text of it (``pg_get_expr``)."""
+    where = f" WHERE {index.predicate}" if index.predicate else ""
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM {index.qualified_table}{where} LIMIT :cap) AS s"
+    return int(conn.execute(text(sql), {"cap": cap}).scalar_one())
+
+
+def upkeep_possible(conn: Connection) -> bool:
+    """False on a standby or a read-only database: nothing may be rebuilt there."""
+    return bool(
+        conn.execute(
+            text(
+                "SELECT NOT pg_is_in_recovery() "
+                "AND current_setting('transaction_read_only') = 'off'"
+            )
+        ).scalar()
+    )
+
+
+def backend_pid(conn: Connection) -> int:
+    return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def cancel_backend(libpq_url: str, pid: int, connect_timeout: float) -> None:
+    """Cancel what server process ``pid`` runs, over a connection of its own.
+
+    Not libpq's cancel request: psycopg sends that holding the GIL, with no
+    timeout, and a silent network froze the whole process in it.
+    """
+    with psycopg.connect(
+        libpq_url, autocommit=True, connect_timeout=max(1, math.ceil(connect_timeout))
+    ) as conn:
+        conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
 
 
 def leftover_copies(conn: Connection) -> list[IndexSize]:
     """Invalid copies a cancelled or failed REINDEX CONCURRENTLY left on the job tables.
 
     Only names PostgreSQL gives them (``_ccnew``, ``_ccold``, a digit or more
-    after a clash): an invalid index of another name is someone's own
-    ``CREATE INDEX CONCURRENTLY`` and is not touched.
+    after a clash) beside a valid index of the name they were made for, and
+    only while no index of the table is being built (a rebuild of someone
+    else's, under way): another invalid index is someone's own ``CREATE INDEX
+    CONCURRENTLY`` and is not touched.
     """
+    sizes = index_sizes(conn)
+    valid = {(s.table, s.name) for s in sizes if s.valid}
     return [
-        s for s in index_sizes(conn)
-        if not s.valid and _is_rebuild_copy(s.name)
+        s for s in sizes
+        if not s.valid
+        and not s.building
+        and (base := _rebuilt_name(s.name)) is not None
+        and (s.table, base) in valid
     ]
 
 
-def _is_rebuild_copy(name: str) -> bool:
+def _rebuilt_name(name: str) -> str | None:
+    """The index a rebuild copy named ``name`` was made for, or None."""
     for mark in ("_ccnew", "_ccold"):
         head, found, tail = name.rpartition(mark)
         if found and head and (tail == "" or tail.isdigit()):
-            return True
-    return False
+            return head
+    return None
 
 
 def upkeep_session(conn: Connection, lock_timeout_seconds: int) -> None:
