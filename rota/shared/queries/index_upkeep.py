@@ -7,7 +7,7 @@ by default): with ten million finished jobs kept, that is a million jobs
 between two vacuums, and each of those indexes grows to hold all their
 entries. VACUUM empties those pages again, but the file keeps them, and the
 next entries go to those recycled pages, scattered through it. So an index
-that holds a few hundred live entries has the size of the history's churn:
+that holds no live entry, or a few, has the size of the history's churn:
 measured on a grown history of ten million finished jobs, ``ix_jobs_state``
 35,657 pages, ``ix_jobs_unfinished_created`` 30,068, ``ix_jobs_claimable``
 10,792, ``ix_jobs_leased`` 1,410; rebuilt, one page each, in 6.3 s for the
