@@ -410,6 +410,12 @@ def test_an_idle_executor_rebuilds(pg: Engine) -> None:
     assert not t.is_alive()
 
 
+def test_index_upkeep_can_be_turned_off(pg: Engine) -> None:
+    off = Executor(pg, ["default"], 1, reindex_interval=None, listen=False)
+    assert off._reindexer is None  # what rota executor --no-index-upkeep asks for
+    assert Executor(pg, ["default"], 1, listen=False)._reindexer is not None
+
+
 def test_sqlite_executors_have_no_index_upkeep(tmp_path: Path) -> None:
     engine = make_engine(migrated_sqlite_url(tmp_path / "q.db"))
     try:
