@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -25,7 +26,7 @@ from sqlalchemy import Engine, make_url, text
 
 from rota.executor.reindexer import CheckResult, Reindexer
 from rota.executor.service import Executor
-from rota.shared.database import make_engine
+from rota.shared.database import libpq_dsn, make_engine
 from rota.shared.queries.index_upkeep import (
     UPKEEP_LOCK_KEY,
     IndexSize,
@@ -50,8 +51,17 @@ _FINISH = (
 )
 
 
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+def hold_snapshot(holder: psycopg.Connection[Any], table: str = "jobs") -> None:
+    """An open snapshot (any table will do): a REINDEX CONCURRENTLY waits for it to end."""
+    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    holder.execute(f"SELECT count(*) FROM {table}")
+
+
+def wait_for_a_waiting_rebuild(watch: psycopg.Connection[Any]) -> None:
+    wait_until(lambda: watch.execute(
+        "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
+        "AND wait_event_type = 'Lock'"
+    ).fetchone() is not None)
 
 
 @pytest.fixture
@@ -142,11 +152,9 @@ def test_the_copy_a_killed_rebuild_leaves_is_dropped(
     invalid but written by every insert: the next check drops it, then rebuilds."""
     caplog.set_level(logging.INFO, logger="rota.executor")
     bloat(pg)
-    url = libpq(pg.url.render_as_string(hide_password=False))
+    url = libpq_dsn(pg)
     with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as rebuilder:
-        # An open snapshot: the rebuild builds its copy, then waits for it to end.
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM jobs")
+        hold_snapshot(holder)  # the rebuild builds its copy, then waits for this to end
         pid = rebuilder.info.backend_pid
         failed: list[BaseException] = []
 
@@ -230,10 +238,9 @@ def test_an_old_transaction_ends_the_check_at_its_first_index(
     the other bloated indexes would wait for the same transaction."""
     caplog.set_level(logging.INFO, logger="rota.executor")
     bloat(pg)
-    url = libpq(pg.url.render_as_string(hide_password=False))
+    url = libpq_dsn(pg)
     with psycopg.connect(url) as holder:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM job_types")  # any table: the snapshot counts
+        hold_snapshot(holder, "job_types")  # any table: the snapshot counts
         result = reindexer(pg).check_once()
         holder.rollback()
     assert not result.rebuilt and len(result.failed) == 1
@@ -245,7 +252,7 @@ def test_an_old_transaction_ends_the_check_at_its_first_index(
 
 def test_one_rebuilder_at_a_time(pg: Engine) -> None:
     bloat(pg)
-    url = libpq(pg.url.render_as_string(hide_password=False))
+    url = libpq_dsn(pg)
     with psycopg.connect(url, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (UPKEEP_LOCK_KEY,))
         assert reindexer(pg).check_once() == CheckResult(locked_out=True)
@@ -260,16 +267,12 @@ def test_stop_cancels_a_rebuild_under_way(
     hold up the executor's shutdown: stop() cancels it."""
     caplog.set_level(logging.INFO, logger="rota.executor")
     bloat(pg)
-    url = libpq(pg.url.render_as_string(hide_password=False))
+    url = libpq_dsn(pg)
     with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watch:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM jobs")
+        hold_snapshot(holder)
         r = reindexer(pg, first_check=0.0)
         r.start()
-        wait_until(lambda: watch.execute(
-            "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
-            "AND wait_event_type = 'Lock'"
-        ).fetchone() is not None)
+        wait_for_a_waiting_rebuild(watch)
         r.stop(timeout=3.0)  # the lock timeout alone would end it after 5 s, not 3
         assert r._thread is not None and not r._thread.is_alive()
         assert watch.execute(
@@ -302,18 +305,14 @@ def test_stop_returns_when_the_network_went_silent_during_a_rebuild(
     through = make_engine(
         url.set(host="127.0.0.1", port=port, query={}).render_as_string(hide_password=False)
     )
-    direct = libpq(pg.url.render_as_string(hide_password=False))
+    direct = libpq_dsn(pg)
     try:
         assert proxy.stdout is not None and proxy.stdout.readline().strip() == "listening"
         with psycopg.connect(direct) as holder, psycopg.connect(direct, autocommit=True) as w:
-            holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            holder.execute("SELECT count(*) FROM jobs")
+            hold_snapshot(holder)
             r = reindexer(through, first_check=0.0)
             r.start()
-            wait_until(lambda: w.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
-                "AND wait_event_type = 'Lock'"
-            ).fetchone() is not None)
+            wait_for_a_waiting_rebuild(w)
             flag.touch()  # the network goes silent
             ticks = 0
 
@@ -346,7 +345,7 @@ def test_a_user_that_does_not_own_the_tables_is_told_once_and_nothing_breaks(
     caplog.set_level(logging.INFO, logger="rota.executor")
     bloat(pg)
     role = f"rota_t_user_{uuid.uuid4().hex[:8]}"
-    url = libpq(pg.url.render_as_string(hide_password=False))
+    url = libpq_dsn(pg)
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {role} LOGIN")
         admin.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")

@@ -14,7 +14,7 @@ import threading
 import psycopg
 from sqlalchemy import Engine
 
-from rota.shared.database import listen_channel, short_error
+from rota.shared.database import libpq_dsn, listen_channel, short_error
 from rota.shared.outage import Outage
 from rota.shared.queries.jobs_notify import CHANNEL
 
@@ -29,8 +29,7 @@ class Listener:
         self, engine: Engine, wake: threading.Event, outage: Outage | None = None
     ) -> None:
         self._outage = outage  # a server that is down is logged once, not every second
-        url = engine.url.set(drivername="postgresql")
-        self._dsn = url.render_as_string(hide_password=False)
+        self._dsn = libpq_dsn(engine)
         self._wake = wake
         self._stop = threading.Event()
         self._ready = threading.Event()

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from rota.shared.database import libpq_dsn
 from rota.shared.events import emit
 from rota.shared.outage import describe
 from rota.shared.queries.index_upkeep import (
@@ -147,9 +148,7 @@ class Reindexer:
         thread.join(timeout)
 
     def _cancel_while_running(self, thread: threading.Thread) -> None:
-        url = self._engine.url.set(drivername="postgresql").render_as_string(
-            hide_password=False
-        )
+        url = libpq_dsn(self._engine)
         deadline = time.monotonic() + CANCEL_SECONDS
         while thread.is_alive() and time.monotonic() < deadline:
             pid = self._pid

@@ -130,9 +130,8 @@ class Executor:
         # The database's faults, seen by every loop of this process: an outage is
         # logged once (and retried with backoff), a permanent fault stops the executor.
         # ``outage``: shared with the other services of this process (``rota run``).
-        self._outage = outage or Outage(
-            log, secret_url=engine.url.render_as_string(hide_password=False)
-        )
+        secret_url = engine.url.render_as_string(hide_password=False)  # scrubbed from logs
+        self._outage = outage or Outage(log, secret_url=secret_url)
         self._rng = rng or random.Random()
         self._types = JobTypeCache(engine)
         self._handlers = HandlerRegistry()
@@ -171,7 +170,7 @@ class Executor:
                 lambda: self._idle and not self._draining,
                 interval=reindex_interval,
                 first_check=reindex_first_check,
-                secret_url=engine.url.render_as_string(hide_password=False),
+                secret_url=secret_url,
             )
         self._writer = OutcomeWriter(
             LoopConnection(engine, sqlite_lock),

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import Engine
 
-from rota.shared.database import listen_channel, short_error
+from rota.shared.database import libpq_dsn, listen_channel, short_error
 from rota.shared.events import emit
 from rota.shared.outage import Outage
 from rota.shared.queries.schedules import NOTIFY_CHANNEL
@@ -35,9 +35,7 @@ class Wakeup:
         self._outage = outage  # a server that is down is logged once, not every retry
         self._dsn: str | None = None
         if engine.dialect.name == "postgresql":
-            self._dsn = engine.url.set(drivername="postgresql").render_as_string(
-                hide_password=False
-            )
+            self._dsn = libpq_dsn(engine)
         self._conn: psycopg.Connection[Any] | None = None
         self._retry_at = 0.0
 

@@ -296,6 +296,12 @@ def listen_channel(conn: Any, prefix: str) -> str:
     return channel(prefix, row[0] if row else None)
 
 
+def libpq_dsn(engine: Engine) -> str:
+    """``engine``'s PostgreSQL URL in libpq's form, password included, for a psycopg
+    connection of its own (LISTEN, a cancel): never for output."""
+    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> Engine:
     parsed = with_schema(parse_url(url), schema)
     backend = parsed.get_backend_name()
