@@ -50,8 +50,7 @@ metadata = MetaData(
     }
 )
 
-# On PostgreSQL, ``jobs`` and ``job_attempts`` keep a tenth of each page free
-# (``fillfactor = 90``, migration 0011), so new rows skip the crumbs of old pages.
+
 jobs = Table(
     "jobs",
     metadata,
