@@ -286,6 +286,8 @@ def settle(conn: psycopg.Connection[Any]) -> None:
 @dataclass
 class Figures:
     enqueue: float = 0.0  # jobs/s
+    enqueue_wal: float = 0.0  # WAL bytes per job enqueued, over the round's samples
+    enqueue_fpi: float = 0.0  # full-page images per 1,000 jobs enqueued
     claim: float = 0.0  # jobs/s from the executors' start
     claim_steady: float = 0.0
     materialise: float = 0.0  # occurrences/s
@@ -491,18 +493,40 @@ def command_ms(argv: list[str]) -> float:
 ENQUEUE_SAMPLES = 5
 
 
-def enqueue_rates(sized: Sequence[Sized], count: int) -> list[float]:
+def enqueue_rates(sized: Sequence[Sized], count: int) -> list[Figures]:
     """``enqueue_many`` jobs/s of ``count`` jobs for each size: median of ``ENQUEUE_SAMPLES``.
 
     A sample takes half a second on a 2-core machine, and consecutive samples
     on one database differed by up to 30%: the samples alternate between the
-    sizes, as the latencies' do.
+    sizes, as the latencies' do. With each size's rate, the WAL its samples
+    wrote (``pg_stat_wal``, the server's counters read around each sample, so
+    nothing else may run on the server): bytes per job and full-page images
+    per 1,000 jobs. A page's first change after a checkpoint writes all of it,
+    so jobs spread over many old pages cost many images.
     """
     rates: list[list[float]] = [[] for _ in sized]
+    wal = [[0, 0] for _ in sized]
     for _ in range(ENQUEUE_SAMPLES):
         for i, s in enumerate(sized):
+            before = wal_counters(s.db)
             rates[i].append(enqueue_many_rate(s.db.url, count, 1000))
-    return [statistics.median(r) for r in rates]
+            after = wal_counters(s.db)
+            wal[i] = [w + (a - b) for w, a, b in zip(wal[i], after, before, strict=True)]
+    jobs = ENQUEUE_SAMPLES * (count + 1)  # each sample's warm-up job too
+    return [
+        Figures(enqueue=statistics.median(r), enqueue_wal=w[0] / jobs,
+                enqueue_fpi=1000 * w[1] / jobs)
+        for r, w in zip(rates, wal, strict=True)
+    ]
+
+
+def wal_counters(db: Database) -> tuple[int, int]:
+    """The server's WAL bytes and full-page images written so far (PostgreSQL 14+)."""
+    assert db.libpq_url is not None
+    with psycopg.connect(db.libpq_url) as conn:
+        row = conn.execute("SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal").fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
 
 
 HISTORY_FORMS: dict[str, Callable[[str, int, bool], float]] = {
@@ -574,6 +598,8 @@ def history_fingerprint(upkeep: bool = True) -> str:
 
 RATIOS: list[tuple[str, Callable[[Figures], float], bool, str]] = [
     ("enqueue_many", lambda f: f.enqueue, True, "jobs/s"),
+    ("  WAL it wrote (not a target)", lambda f: f.enqueue_wal, False, "B/job"),
+    ("  full-page images in it", lambda f: f.enqueue_fpi, False, "per 1,000 jobs"),
     ("claim (2 executors, defaults)", lambda f: f.claim, True, "jobs/s"),
     ("  steady", lambda f: f.claim_steady, True, "jobs/s"),
     ("materialisation, 2,000 due", lambda f: f.materialise, True, "occ/s"),
@@ -595,13 +621,15 @@ def report(sized: Sequence[Sized]) -> None:
         cells = []
         for s in sized:
             values = [pick(f) for f in s.rounds]
-            ratios = [
-                (pick(f) / pick(b) if higher_better else pick(b) / pick(f))
+            pairs = [
+                (pick(f), pick(b)) if higher_better else (pick(b), pick(f))
                 for f, b in zip(s.rounds, base.rounds, strict=True)
             ]
-            shown = f"{statistics.median(values):,.1f}" if unit == "ms" else (
-                f"{statistics.median(values):,.0f}")
-            cell = shown if s is base else f"{shown} ({statistics.median(ratios):.2f})"
+            ratios = [top / bottom for top, bottom in pairs if bottom]
+            digits = 0 if unit in ("jobs/s", "occ/s", "B/job") else 1
+            shown = f"{statistics.median(values):,.{digits}f}"
+            ratio = f"{statistics.median(ratios):.2f}" if len(ratios) == len(pairs) else "-"
+            cell = shown if s is base else f"{shown} ({ratio})"
             cells.append(f"{cell:>19}")
         print(f"  {name:<32}" + "".join(cells) + f"  {unit}")
 
@@ -677,8 +705,8 @@ def run(
             order = sized if r % 2 == 0 else list(reversed(sized))
             for s in sized:
                 analyze(s.db)
-            for s, rate in zip(order, enqueue_rates(order, count), strict=True):
-                s.rounds.append(Figures(enqueue=rate))
+            for s, enqueued in zip(order, enqueue_rates(order, count), strict=True):
+                s.rounds.append(enqueued)
             for s in order:  # every job just enqueued, and each sample's warm-up job
                 f = s.rounds[-1]
                 f.claim, f.claim_steady = drain(
@@ -690,7 +718,8 @@ def run(
                 f = s.rounds[-1]
                 f.idle_tick_ms, f.jobs_ms, f.schedules_ms, f.page_ms, f.dashboard_ms = figures
                 print(
-                    f"  round {r + 1}, {s.label}: enqueue {f.enqueue:,.0f}/s, claim "
+                    f"  round {r + 1}, {s.label}: enqueue {f.enqueue:,.0f}/s ({f.enqueue_wal:,.0f} "
+                    f"B of WAL a job, {f.enqueue_fpi:.1f} full pages per 1,000), claim "
                     f"{f.claim:,.0f}/s (steady {f.claim_steady:,.0f}), materialise "
                     f"{f.materialise:,.0f}/s, idle tick {f.idle_tick_ms:.2f} ms, rota jobs "
                     f"{f.jobs_ms:.1f} ms, rota schedules {f.schedules_ms:.1f} ms, GET /jobs "
