@@ -54,9 +54,15 @@ show how far this machine's noise alone moves a ratio. ``--backlog`` adds
 the deep-queue case: the first ``--jobs`` of a 1,000,000-deep QUEUED backlog
 drained at the defaults, against a queue just ``--jobs`` deep.
 
+``--cycle 10000000`` adds one vacuum cycle of that history (``vacuum_cycle``):
+a million jobs enqueued and drained through rota, in chunks alternating with
+an empty database, each vacuumed and analyzed when autovacuum's default
+triggers would, against which the rounds' 100,000 jobs right after the
+history's last VACUUM are one moment.
+
 Run: ``python -m bench.bench_history [--sizes 0,0,1000000,10000000] [--rounds 3]
-[--history grown|loaded] [--keep-history] [--no-upkeep] [--backlog]``. 10 million rows take
-a few GB of disk and 25 minutes to grow (7 to load); the databases are dropped
+[--history grown|loaded] [--keep-history] [--no-upkeep] [--backlog] [--cycle SIZE]``.
+10 million rows take a few GB of disk and 25 minutes to grow (7 to load); the databases are dropped
 at the end, unless ``--keep-history`` keeps them for the next run.
 """
 
@@ -671,6 +677,97 @@ def backlog(admin_url: str, count: int, deep: int, workdir: Path, rounds: int) -
         print(f"  median deep / shallow: {statistics.median(ratios):.2f} (target >= 0.9)")
 
 
+@dataclass
+class Cycle:
+    """One database's part of ``vacuum_cycle``."""
+
+    label: str
+    db: Database
+    rows: int  # jobs in the table
+    enqueue_s: float = 0.0
+    drain_s: float = 0.0
+    wal_bytes: int = 0
+    fpi: int = 0
+    dead: int = 0  # row versions made dead since the last VACUUM
+    changed: int = 0  # rows changed since the last ANALYZE
+    vacuums: int = 0
+    analyzes: int = 0
+
+    def autovacuum(self) -> None:
+        """VACUUM and ANALYZE when autovacuum's default triggers would (dead versions over
+        50 + 20% of the rows; rows changed over 50 + 10%): this bench's server may run
+        without it, and a table never analyzed plans its claims blind."""
+        assert self.db.libpq_url is not None
+        with psycopg.connect(self.db.libpq_url, autocommit=True) as conn:
+            if self.changed > 50 + 0.1 * self.rows:
+                on_job_tables(conn, "ANALYZE")
+                self.changed, self.analyzes = 0, self.analyzes + 1
+            if self.dead > 50 + 0.2 * self.rows:
+                on_job_tables(conn, "VACUUM")
+                self.dead, self.vacuums = 0, self.vacuums + 1
+
+
+CYCLE_CHUNK = 100_000
+
+
+def vacuum_cycle(
+    admin_url: str, size: int, total: int, workdir: Path, form: str = "grown",
+    keep: bool = False, upkeep: bool = True,
+) -> None:
+    """``total`` jobs through rota (``enqueue_many``, then 2 executors at the defaults), in
+    chunks of ``CYCLE_CHUNK`` alternating between an empty database and one holding
+    ``size`` finished jobs, each vacuumed and analyzed as autovacuum would.
+
+    The history rounds measure 100,000 jobs right after the history's last
+    VACUUM. A table in use is somewhere in a vacuum cycle: at 10 million rows
+    autovacuum comes by once per million jobs (two dead versions each), an
+    empty table's every few chunks. This is one such cycle of the big table.
+    """
+    print(f"\nOne vacuum cycle: {total:,} jobs enqueued and drained in chunks of "
+          f"{CYCLE_CHUNK:,}, an empty database against {size:,} finished jobs, each "
+          f"vacuumed and analyzed when autovacuum's default triggers would", flush=True)
+    with (
+        fresh_database("postgresql", admin_url) as small,
+        sized_database(admin_url, size, form, keep, upkeep) as big,
+    ):
+        cycles = [Cycle("0 rows", small, 0), Cycle(big.label, big.db, size)]
+        os.sync()
+        for i in range(0, total, CYCLE_CHUNK):
+            n = min(CYCLE_CHUNK, total - i)
+            for c in cycles:
+                before = wal_counters(c.db)
+                started = time.perf_counter()
+                for _ in range(ENQUEUE_SAMPLES):
+                    enqueue_many_rate(c.db.url, n // ENQUEUE_SAMPLES, 1000)
+                enqueued = time.perf_counter()
+                drain(c.db, ENQUEUE_SAMPLES * (n // ENQUEUE_SAMPLES + 1), workdir,
+                      f"cycle-{c.rows}-{i}")
+                drained = time.perf_counter()
+                after = wal_counters(c.db)
+                c.enqueue_s += enqueued - started
+                c.drain_s += drained - enqueued
+                c.wal_bytes += after[0] - before[0]
+                c.fpi += after[1] - before[1]
+                c.rows += n
+                c.dead += 2 * n  # the queued and the running version
+                c.changed += 3 * n  # inserted, claimed, finished
+                c.autovacuum()
+                print(f"  chunk {i // CYCLE_CHUNK + 1}, {c.label}: enqueue "
+                      f"{n / (enqueued - started):,.0f}/s, "
+                      f"drain {n / (drained - enqueued):,.0f}/s, "
+                      f"{(after[0] - before[0]) / n:,.0f} B of WAL a job, "
+                      f"{1000 * (after[1] - before[1]) / n:.1f} full pages per 1,000", flush=True)
+        for c in cycles:
+            print(f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
+                  f"{total / c.drain_s:,.0f}/s, {c.wal_bytes / total:,.0f} B of WAL a job, "
+                  f"{1000 * c.fpi / total:.1f} full pages per 1,000; {c.vacuums} VACUUM, "
+                  f"{c.analyzes} ANALYZE")
+        base, other = cycles
+        print(f"  over the cycle, {other.label} / empty: enqueue "
+              f"{base.enqueue_s / other.enqueue_s:.2f}, drain {base.drain_s / other.drain_s:.2f} "
+              f"(target >= 0.9)", flush=True)
+
+
 def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, float]:
     assert db.libpq_url is not None
     with psycopg.connect(db.libpq_url, autocommit=True) as conn:
@@ -769,6 +866,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="deep and shallow drains, alternating (a round takes about 15 s; one of 3 "
              "rounds at 0.77 decided a median)",
     )
+    parser.add_argument(
+        "--cycle", type=int, default=0, metavar="SIZE",
+        help="also one vacuum cycle of a SIZE-row history (10000000: a million jobs through "
+             "rota against an empty database, each vacuumed as autovacuum would; 5 minutes)",
+    )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -780,6 +882,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{' without index upkeep' if args.no_upkeep else ''}")
     run(args.pg_url, sizes, args.rounds, args.jobs, args.history, args.keep_history,
         not args.no_upkeep)
+    if args.cycle:
+        with tempfile.TemporaryDirectory(prefix="rota_bench_cycle_") as tmp:
+            vacuum_cycle(args.pg_url, args.cycle, max(CYCLE_CHUNK, args.cycle // 10),
+                         Path(tmp), args.history, args.keep_history, not args.no_upkeep)
     if args.backlog:
         with tempfile.TemporaryDirectory(prefix="rota_bench_backlog_") as tmp:
             backlog(args.pg_url, args.jobs, args.backlog_depth, Path(tmp), args.backlog_rounds)
