@@ -503,6 +503,11 @@ def command_ms(argv: list[str]) -> float:
 ENQUEUE_SAMPLES = 5
 
 
+def sampled_jobs(count: int) -> int:
+    """The jobs ``ENQUEUE_SAMPLES`` samples of ``count`` leave: each has a warm-up job too."""
+    return ENQUEUE_SAMPLES * (count + 1)
+
+
 def enqueue_rates(sized: Sequence[Sized], count: int) -> list[Figures]:
     """``enqueue_many`` jobs/s of ``count`` jobs for each size: median of ``ENQUEUE_SAMPLES``.
 
@@ -515,14 +520,13 @@ def enqueue_rates(sized: Sequence[Sized], count: int) -> list[Figures]:
     so jobs spread over many old pages cost many images.
     """
     rates: list[list[float]] = [[] for _ in sized]
-    wal = [[0, 0] for _ in sized]
+    wal = [(0, 0) for _ in sized]
     for _ in range(ENQUEUE_SAMPLES):
         for i, s in enumerate(sized):
             before = wal_counters(s.db)
             rates[i].append(enqueue_many_rate(s.db.url, count, 1000))
-            after = wal_counters(s.db)
-            wal[i] = [w + (a - b) for w, a, b in zip(wal[i], after, before, strict=True)]
-    jobs = ENQUEUE_SAMPLES * (count + 1)  # each sample's warm-up job too
+            wal[i] = _added(wal[i], wal_since(s.db, before))
+    jobs = sampled_jobs(count)
     return [
         Figures(enqueue=statistics.median(r), enqueue_wal=w[0] / jobs,
                 enqueue_fpi=1000 * w[1] / jobs)
@@ -537,6 +541,16 @@ def wal_counters(db: Database) -> tuple[int, int]:
         row = conn.execute("SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal").fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
+
+
+def wal_since(db: Database, before: tuple[int, int]) -> tuple[int, int]:
+    """WAL bytes and full-page images written since ``wal_counters`` read ``before``."""
+    after = wal_counters(db)
+    return after[0] - before[0], after[1] - before[1]
+
+
+def _added(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0] + b[0], a[1] + b[1]
 
 
 HISTORY_FORMS: dict[str, Callable[[str, int, bool], float]] = {
@@ -686,8 +700,7 @@ class Cycle:
     rows: int  # jobs in the table
     enqueue_s: float = 0.0
     drain_s: float = 0.0
-    wal_bytes: int = 0
-    fpi: int = 0
+    wal: tuple[int, int] = (0, 0)  # WAL bytes, full-page images
     dead: int = 0  # row versions made dead since the last VACUUM
     changed: int = 0  # rows changed since the last ANALYZE
     vacuums: int = 0
@@ -697,12 +710,16 @@ class Cycle:
         """VACUUM and ANALYZE when autovacuum's default triggers would (dead versions over
         50 + 20% of the rows; rows changed over 50 + 10%): this bench's server may run
         without it, and a table never analyzed plans its claims blind."""
+        analyze = self.changed > 50 + 0.1 * self.rows
+        vacuum = self.dead > 50 + 0.2 * self.rows
+        if not (analyze or vacuum):
+            return
         assert self.db.libpq_url is not None
         with psycopg.connect(self.db.libpq_url, autocommit=True) as conn:
-            if self.changed > 50 + 0.1 * self.rows:
+            if analyze:
                 on_job_tables(conn, "ANALYZE")
                 self.changed, self.analyzes = 0, self.analyzes + 1
-            if self.dead > 50 + 0.2 * self.rows:
+            if vacuum:
                 on_job_tables(conn, "VACUUM")
                 self.dead, self.vacuums = 0, self.vacuums + 1
 
@@ -740,14 +757,12 @@ def vacuum_cycle(
                 for _ in range(ENQUEUE_SAMPLES):
                     enqueue_many_rate(c.db.url, n // ENQUEUE_SAMPLES, 1000)
                 enqueued = time.perf_counter()
-                drain(c.db, ENQUEUE_SAMPLES * (n // ENQUEUE_SAMPLES + 1), workdir,
-                      f"cycle-{c.rows}-{i}")
+                drain(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir, f"cycle-{c.rows}-{i}")
                 drained = time.perf_counter()
-                after = wal_counters(c.db)
+                written = wal_since(c.db, before)
                 c.enqueue_s += enqueued - started
                 c.drain_s += drained - enqueued
-                c.wal_bytes += after[0] - before[0]
-                c.fpi += after[1] - before[1]
+                c.wal = _added(c.wal, written)
                 c.rows += n
                 c.dead += 2 * n  # the queued and the running version
                 c.changed += 3 * n  # inserted, claimed, finished
@@ -755,12 +770,12 @@ def vacuum_cycle(
                 print(f"  chunk {i // CYCLE_CHUNK + 1}, {c.label}: enqueue "
                       f"{n / (enqueued - started):,.0f}/s, "
                       f"drain {n / (drained - enqueued):,.0f}/s, "
-                      f"{(after[0] - before[0]) / n:,.0f} B of WAL a job, "
-                      f"{1000 * (after[1] - before[1]) / n:.1f} full pages per 1,000", flush=True)
+                      f"{written[0] / n:,.0f} B of WAL a job, "
+                      f"{1000 * written[1] / n:.1f} full pages per 1,000", flush=True)
         for c in cycles:
             print(f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
-                  f"{total / c.drain_s:,.0f}/s, {c.wal_bytes / total:,.0f} B of WAL a job, "
-                  f"{1000 * c.fpi / total:.1f} full pages per 1,000; {c.vacuums} VACUUM, "
+                  f"{total / c.drain_s:,.0f}/s, {c.wal[0] / total:,.0f} B of WAL a job, "
+                  f"{1000 * c.wal[1] / total:.1f} full pages per 1,000; {c.vacuums} VACUUM, "
                   f"{c.analyzes} ANALYZE")
         base, other = cycles
         print(f"  over the cycle, {other.label} / empty: enqueue "
@@ -812,7 +827,7 @@ def run(
             for s in order:  # every job just enqueued, and each sample's warm-up job
                 f = s.rounds[-1]
                 f.claim, f.claim_steady = drain(
-                    s.db, ENQUEUE_SAMPLES * (count + 1), workdir, f"hist-{s.size}-{r}"
+                    s.db, sampled_jobs(count), workdir, f"hist-{s.size}-{r}"
                 )
             for s, rate in zip(sized, materialise_rates(sized), strict=True):
                 s.rounds[-1].materialise = rate
