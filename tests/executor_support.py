@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from rota.executor.claim import claim_jobs
+from rota.executor.claim import ScanStarts, claim_jobs
 from rota.executor.service import Executor
 from rota.executor.transactions import LoopConnection
 from rota.shared.config.model import Backoff, JobTypeSpec
@@ -56,12 +56,14 @@ def claim_as(
     *,
     tenant_limit: int | None = None,
     now: datetime | None = None,
+    starts: ScanStarts | None = None,
 ) -> list[ClaimedJob]:
     """Claim as an executor does (``claim_jobs``: lock-free first, then the limited claim)."""
     db = LoopConnection(engine)
     try:
         return claim_jobs(
-            db, owner=owner, pools=tuple(pools), limit=limit, tenant_limit=tenant_limit, now=now
+            db, owner=owner, pools=tuple(pools), limit=limit, tenant_limit=tenant_limit, now=now,
+            starts=starts,
         )
     finally:
         db.close()

@@ -90,3 +90,39 @@ def test_the_burst_was_not_analysed(aged_engine: Engine) -> None:
             text("SELECT reltuples FROM pg_class WHERE relname = 'jobs'")
         ).scalar_one()
     assert tuples <= FINISHED
+
+
+@pytest.mark.parametrize("from_start", [False, True])
+@pytest.mark.parametrize("n_pools", [1, 2])
+def test_the_claim_reads_each_pool_in_index_order(
+    aged_engine: Engine, n_pools: int, from_start: bool
+) -> None:
+    """Each pool through the claimable index, in claim order, never a sort of the whole queue
+    (``c.pool IN (a, b)`` read every claimable job of both and sorted them); with a start,
+    the B-tree scan begins there (an index condition, not a filter over every dead entry
+    before it). The claim takes its full batch."""
+    with aged_engine.connect() as conn:
+        first = conn.execute(text(
+            "SELECT priority, run_after, created_at FROM jobs WHERE state = 'QUEUED' "
+            "ORDER BY priority, run_after, created_at LIMIT 1"
+        )).one()
+        params = jobs_claim._params(conn, "w", ["default", "other"][:n_pools], 48, None, None,
+                                    None)
+    params.update(start_priority=first[0], start_run_after=first[1], start_created_at=first[2])
+    plan = _explain(aged_engine, jobs_claim._pg_claim_unkeyed(n_pools, from_start), params,
+                    prelude=False)
+    lines = plan.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if re.search(r"Scan .* on jobs c\b", line)]
+    assert "Index Scan using ix_jobs_claimable on jobs c" in lines[at], plan
+    assert f"loops={n_pools})" in lines[at], plan
+    assert ("ROW(priority, run_after, created_at) >=" in lines[at + 1]) == from_start, plan
+    assert re.search(r"Update on jobs j .*rows=48 ", plan), plan
+
+
+def test_the_limited_claim_reads_each_pool_in_index_order(aged_engine: Engine) -> None:
+    with aged_engine.connect() as conn:
+        params = jobs_claim._params(conn, "w", ["default", "other"], 48, None, None, None)
+    plan = _explain(aged_engine, jobs_claim._pg_claim(2), params, prelude=True)
+    (scan,) = [line for line in plan.splitlines() if re.search(r"Scan .* on jobs c\b", line)]
+    assert "Index Scan using ix_jobs_claimable on jobs c" in scan and "loops=2)" in scan, plan
+    assert re.search(r"Update on jobs j .*rows=48 ", plan), plan

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, update
 
+from rota.executor.claim import ScanStarts
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.models import jobs
 from rota.shared.queries.jobs_claim import ClaimedJob
@@ -102,6 +103,40 @@ def test_claim_order_priority_then_run_after_then_created(
     assert future[0] not in got
 
 
+def test_a_claim_scans_from_where_the_last_began_and_from_the_head_within_rescan(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
+    """PostgreSQL: the next claim starts at the last one's first job (its dead head skipped);
+    a job made claimable ahead of that place waits for a scan from the head: ``rescan``
+    seconds after the last, or at once when nothing follows the start. SQLite: strict order."""
+    clock = [0.0]
+    starts = ScanStarts(rescan=0.25, clock=lambda: clock[0])
+    now = datetime.now(UTC)
+    low = add_jobs(engine, spec, 3, priority=5, run_after=now - timedelta(seconds=60))
+    seen: list[uuid.UUID] = []
+
+    def claimed(n: int = 1) -> list[uuid.UUID]:
+        ids = [c.job_id for c in claim_as(engine, OWNER, n, starts=starts)]
+        seen.extend(ids)
+        return ids
+
+    assert claimed()[0] in low  # from the head: nothing to start from yet
+    (urgent,) = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=1))
+    if engine.dialect.name == "postgresql":
+        assert claimed()[0] in low  # from the first one's place: the urgent job lies before it
+        clock[0] += 0.25
+        assert claimed() == [urgent]  # rescan seconds on: from the head
+        (urgent,) = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=2))
+        assert claimed()[0] in low  # from the last urgent job's place: the last low job
+        assert claimed(5) == [urgent]  # nothing after that start: the same claim, from the head
+    else:
+        assert claimed() == [urgent]
+        rest = set(low) - set(seen)
+        assert set(claimed(5)) == rest
+    assert claimed(5) == []
+    assert sorted(seen) == sorted(set(seen)) and set(low) <= set(seen)  # each once, none lost
+
+
 def test_claim_serves_only_its_pools_and_batch_size(engine: Engine) -> None:
     a, b = job_type("a", pool="pa"), job_type("b", pool="pb")
     store_types(engine, a, b)
@@ -111,6 +146,23 @@ def test_claim_serves_only_its_pools_and_batch_size(engine: Engine) -> None:
     assert len(got) == 3 and {c.job_type for c in got} == {"a"}
     got = claim_as(engine, OWNER, 100, ["pa", "pb"])
     assert len(got) == 7
+
+
+def test_a_claim_of_several_pools_takes_them_in_one_claim_order(engine: Engine) -> None:
+    """Merged across pools by priority, run_after, created_at; a pool's jobs read past
+    the batch stay queued for the next claim."""
+    a, b = job_type("a", pool="pa"), job_type("b", pool="pb")
+    store_types(engine, a, b)
+    now = datetime.now(UTC)
+    a_late = add_jobs(engine, a, 3, priority=5, run_after=now - timedelta(seconds=1))
+    b_early = add_jobs(engine, b, 2, priority=5, run_after=now - timedelta(seconds=9))
+    b_urgent = add_jobs(engine, b, 1, priority=0, run_after=now)
+    a_low = add_jobs(engine, a, 2, priority=7, run_after=now - timedelta(seconds=60))
+    first = [c.job_id for c in claim_as(engine, OWNER, 4, ["pa", "pb"])]
+    assert first[0] in b_urgent and set(first[1:3]) == set(b_early) and first[3] in a_late
+    rest = [c.job_id for c in claim_as(engine, OWNER, 10, ["pb", "pa"])]
+    assert set(rest[:2]) == set(a_late) - set(first) and set(rest[2:]) == set(a_low)
+    assert claim_as(engine, OWNER, 10, ["pa", "pb"]) == []
 
 
 def test_complete_and_stale_generation_same_owner_is_fenced(

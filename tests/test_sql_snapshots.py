@@ -47,6 +47,9 @@ def _render(*parts: str | ClauseElement) -> str:
 # name -> the statements of that path, in the order one call sends them
 STATEMENTS: dict[str, Callable[[], str]] = {
     "claim_unkeyed.postgresql": lambda: _render(jobs_claim._pg_claim_unkeyed(1)),
+    "claim_unkeyed_from_start.postgresql": lambda: _render(
+        jobs_claim._pg_claim_unkeyed(1, from_start=True)
+    ),
     "claim_limited.postgresql": lambda: _render(jobs_claim._PG_LOCK, jobs_claim._pg_claim(1)),
     "claim_limited.sqlite": lambda: _render(
         jobs_claim._sqlite_claim(1), jobs_claim._SQLITE_OPEN_ATTEMPTS

@@ -11,11 +11,56 @@ See ``rota.shared.queries.jobs_claim`` for the statements themselves.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from rota.executor.transactions import LoopConnection
-from rota.shared.queries.jobs_claim import ClaimedJob, claim_limited_jobs, claim_unkeyed_jobs
+from rota.shared.queries.jobs_claim import (
+    ClaimedJob,
+    ScanStart,
+    claim_limited_jobs,
+    claim_unkeyed_jobs,
+)
+
+# The longest a lock-free claim goes on scanning from where the last one began: a
+# job made claimable before that place in claim order waits at most this long.
+RESCAN_SECONDS = 0.25
+
+
+class ScanStarts:
+    """Where one executor's next lock-free claim starts its scan (PostgreSQL).
+
+    A claim scans the claimable index from where this executor's last claim
+    began (its first job, in claim order), not from the head, where the dead
+    entries of every job claimed since the last VACUUM lie. From the head again:
+    once ``rescan`` seconds have passed since the last scan from there, and at
+    once when nothing is found after the start (``claim_jobs``). So a job made
+    claimable ahead of that place (a lower priority number, a ``run_after`` in
+    the past, a row another claimer had locked) waits at most ``rescan``
+    seconds more. Only the order of jobs is at stake here: every guard of the
+    claim stays in its statement.
+    """
+
+    def __init__(
+        self, rescan: float = RESCAN_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rescan = rescan
+        self._clock = clock
+        self._start: ScanStart | None = None
+        self._from_head_at = -float("inf")
+
+    def next(self) -> ScanStart | None:
+        """Where the next claim starts; None: from the head."""
+        if self._clock() - self._from_head_at >= self.rescan:
+            return None
+        return self._start
+
+    def claimed(self, start: ScanStart | None, claimed: Sequence[ClaimedJob]) -> None:
+        """A claim that started at ``start`` took ``claimed`` (in claim order)."""
+        if start is None:
+            self._from_head_at = self._clock()
+        self._start = ScanStart.of(claimed[0]) if claimed else None
 
 
 def claim_jobs(
@@ -27,25 +72,38 @@ def claim_jobs(
     tenant_limit: int | None = None,
     now: datetime | None = None,
     excluded_types: Collection[str] = (),
+    starts: ScanStarts | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs of ``pools`` for ``owner``; each now RUNNING, leased.
 
     Jobs of ``excluded_types`` (types whose handler does not import here) are left alone.
+    With ``starts``, the lock-free claim scans from where the last one began.
     """
     if limit <= 0 or not pools:
         return []
     claimed: list[ClaimedJob] | None = None
     if tenant_limit is None and db.engine.dialect.name == "postgresql":
         # Nothing to count: one lock-free statement (None: a keyed job waits).
-        with db.statement() as conn:
-            claimed = claim_unkeyed_jobs(
-                conn,
-                owner=owner,
-                pools=pools,
-                limit=limit,
-                now=now,
-                excluded_types=excluded_types,
-            )
+
+        def unkeyed(start: ScanStart | None) -> list[ClaimedJob] | None:
+            with db.statement() as conn:
+                return claim_unkeyed_jobs(
+                    conn,
+                    owner=owner,
+                    pools=pools,
+                    limit=limit,
+                    now=now,
+                    excluded_types=excluded_types,
+                    start=start,
+                )
+
+        start = starts.next() if starts is not None else None
+        claimed = unkeyed(start)
+        if claimed == [] and start is not None:  # nothing after the start: from the head
+            start = None
+            claimed = unkeyed(start)
+        if claimed is not None and starts is not None:
+            starts.claimed(start, claimed)
     if claimed is None:
         with db.begin() as conn:
             claimed = claim_limited_jobs(

@@ -29,7 +29,7 @@ from sqlalchemy import Engine
 
 from rota.executor import outcomes
 from rota.executor.aio import EventLoopThread
-from rota.executor.claim import claim_jobs
+from rota.executor.claim import ScanStarts, claim_jobs
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.heartbeat import Heartbeat
 from rota.executor.identity import new_worker_id
@@ -157,6 +157,7 @@ class Executor:
         # One held connection per loop; on SQLite they queue on one process lock.
         sqlite_lock = threading.Lock()
         self._claim_db = LoopConnection(engine, sqlite_lock)
+        self._scan_starts = ScanStarts()  # claims skip the dead head of the queue index
         # Retention: the claim loop prunes a bounded step when nothing is due (None: never).
         self._pruner = Pruner(self._claim_db, self._types.all, prune_interval or 0.0)
         self._prune_when_idle = prune_interval is not None
@@ -390,6 +391,7 @@ class Executor:
             tenant_limit=self.tenant_limit,
             now=now,
             excluded_types=self._imports.unrunnable(),
+            starts=self._scan_starts,
         )
         self.claim_rounds += 1
         self._outage.ok()  # the database answered: an outage (if any) is over

@@ -51,5 +51,5 @@ opened AS (
     INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
     SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
 )
-SELECT job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, last_error_code, tenant, concurrency_key, schedule_name, run_after, created_at, started_at FROM claimed
+SELECT job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, idempotent, needs_reconcile, payload_ref, args, scheduled_for, covers_from, covers_count, last_error_code, tenant, concurrency_key, schedule_name, run_after, created_at, started_at, priority FROM claimed
 ORDER BY priority, run_after, created_at;

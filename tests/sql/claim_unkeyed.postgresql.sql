@@ -12,10 +12,11 @@ SELECT EXISTS (
             SELECT 1 FROM jobs k
             WHERE k.concurrency_key = w.concurrency_key AND k.state IN ('RUNNING', 'CANCEL_REQUESTED'))) AS waiting),
     picked AS (
-        SELECT c.job_id, c.lease_generation FROM jobs c
+        SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at
+        FROM jobs c
         WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
           AND c.concurrency_key IS NULL
-          AND c.pool IN (:pool0)
+          AND c.pool = :pool0
           AND NOT (c.job_type = ANY(CAST(:excluded_types AS text[])))
           AND c.run_after <= coalesce(CAST(:now AS timestamptz), now())
           AND c.attempt_count < c.max_attempts
@@ -43,6 +44,6 @@ SELECT EXISTS (
         INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at)
         SELECT job_id, attempt_count, lease_generation, :owner, started_at FROM claimed
     )
-    SELECT keyed.waiting, claimed.job_id, claimed.job_type, claimed.pool, claimed.lease_generation, claimed.attempt_count, claimed.max_attempts, claimed.lease_seconds, claimed.idempotent, claimed.needs_reconcile, claimed.payload_ref, claimed.args, claimed.scheduled_for, claimed.covers_from, claimed.covers_count, claimed.last_error_code, claimed.tenant, claimed.concurrency_key, claimed.schedule_name, claimed.run_after, claimed.created_at, claimed.started_at
+    SELECT keyed.waiting, claimed.job_id, claimed.job_type, claimed.pool, claimed.lease_generation, claimed.attempt_count, claimed.max_attempts, claimed.lease_seconds, claimed.idempotent, claimed.needs_reconcile, claimed.payload_ref, claimed.args, claimed.scheduled_for, claimed.covers_from, claimed.covers_count, claimed.last_error_code, claimed.tenant, claimed.concurrency_key, claimed.schedule_name, claimed.run_after, claimed.created_at, claimed.started_at, claimed.priority
     FROM keyed LEFT JOIN claimed ON TRUE
     ORDER BY claimed.priority, claimed.run_after, claimed.created_at;
