@@ -549,6 +549,18 @@ def wal_since(db: Database, before: tuple[int, int]) -> tuple[int, int]:
     return after[0] - before[0], after[1] - before[1]
 
 
+def claim_index_blocks(db: Database) -> int:
+    """Blocks of ``ix_jobs_claimable`` read so far (hits and reads, as the server counts)."""
+    assert db.libpq_url is not None
+    with psycopg.connect(db.libpq_url) as conn:
+        row = conn.execute(
+            "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes "
+            "WHERE indexrelname = 'ix_jobs_claimable'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _added(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     return a[0] + b[0], a[1] + b[1]
 
@@ -757,8 +769,10 @@ def vacuum_cycle(
                 for _ in range(ENQUEUE_SAMPLES):
                     enqueue_many_rate(c.db.url, n // ENQUEUE_SAMPLES, 1000)
                 enqueued = time.perf_counter()
+                blocks = claim_index_blocks(c.db)
                 drain(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir, f"cycle-{c.rows}-{i}")
                 drained = time.perf_counter()
+                blocks = claim_index_blocks(c.db) - blocks
                 written = wal_since(c.db, before)
                 c.enqueue_s += enqueued - started
                 c.drain_s += drained - enqueued
@@ -771,7 +785,8 @@ def vacuum_cycle(
                       f"{n / (enqueued - started):,.0f}/s, "
                       f"drain {n / (drained - enqueued):,.0f}/s, "
                       f"{written[0] / n:,.0f} B of WAL a job, "
-                      f"{1000 * written[1] / n:.1f} full pages per 1,000", flush=True)
+                      f"{1000 * written[1] / n:.1f} full pages per 1,000, "
+                      f"{blocks / n:.1f} claim-index blocks a job", flush=True)
         for c in cycles:
             print(f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
                   f"{total / c.drain_s:,.0f}/s, {c.wal[0] / total:,.0f} B of WAL a job, "

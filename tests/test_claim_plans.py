@@ -12,6 +12,7 @@ million finished jobs). The plan is asserted, not the time.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from rota.shared.database import make_engine
 from rota.shared.enqueue import JobRequest, enqueue_many
 from rota.shared.queries import jobs_claim
 from rota.shared.queries.job_types import upsert_job_types
+from tests.db_support import migrated_sqlite_url
 
 FINISHED = 5_000
 QUEUED = 3_000
@@ -112,10 +114,11 @@ def test_the_claim_reads_each_pool_in_index_order(
     plan = _explain(aged_engine, jobs_claim._pg_claim_unkeyed(n_pools, from_start), params,
                     prelude=False)
     lines = plan.splitlines()
-    (at,) = [i for i, line in enumerate(lines) if re.search(r"Scan .* on jobs c\b", line)]
-    assert "Index Scan using ix_jobs_claimable on jobs c" in lines[at], plan
-    assert f"loops={n_pools})" in lines[at], plan
-    assert ("ROW(priority, run_after, created_at) >=" in lines[at + 1]) == from_start, plan
+    scans = [i for i, line in enumerate(lines) if re.search(r"Scan .* on jobs c(_\d+)?\b", line)]
+    assert len(scans) == n_pools, plan
+    for at in scans:
+        assert re.search(r"Index Scan using ix_jobs_claimable on jobs c", lines[at]), plan
+        assert ("ROW(priority, run_after, created_at) >=" in lines[at + 1]) == from_start, plan
     assert re.search(r"Update on jobs j .*rows=48 ", plan), plan
 
 
@@ -123,6 +126,22 @@ def test_the_limited_claim_reads_each_pool_in_index_order(aged_engine: Engine) -
     with aged_engine.connect() as conn:
         params = jobs_claim._params(conn, "w", ["default", "other"], 48, None, None, None)
     plan = _explain(aged_engine, jobs_claim._pg_claim(2), params, prelude=True)
-    (scan,) = [line for line in plan.splitlines() if re.search(r"Scan .* on jobs c\b", line)]
-    assert "Index Scan using ix_jobs_claimable on jobs c" in scan and "loops=2)" in scan, plan
+    scans = [line for line in plan.splitlines() if re.search(r"Scan .* on jobs c(_\d+)?\b", line)]
+    assert len(scans) == 2, plan
+    assert all("Index Scan using ix_jobs_claimable on jobs c" in line for line in scans), plan
     assert re.search(r"Update on jobs j .*rows=48 ", plan), plan
+
+
+def test_the_sqlite_claim_reads_each_pool_in_index_order(tmp_path: Path) -> None:
+    """SQLite: each pool searched on its own (``pool=?``), not ``ANY(pool)`` then sorted."""
+    engine = make_engine(migrated_sqlite_url(tmp_path / "rota.db"))
+    try:
+        with engine.connect() as conn:
+            params = jobs_claim._params(conn, "w", ["default", "other"], 8, None, None, None)
+            rows = conn.execute(
+                text("EXPLAIN QUERY PLAN " + jobs_claim._sqlite_claim(2).text), params
+            ).all()
+    finally:
+        engine.dispose()
+    searches = [r[3] for r in rows if "ix_jobs_claimable " in r[3] + " "]
+    assert len(searches) == 2 and all("(pool=?" in s for s in searches), rows

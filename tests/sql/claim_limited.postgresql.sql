@@ -11,7 +11,7 @@ SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at, c.te
        c.concurrency_key
 FROM jobs c
 WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
-  AND c.pool IN (:pool0)
+  AND c.pool = :pool0
   AND NOT (c.job_type = ANY(CAST(:excluded_types AS text[])))
   AND c.run_after <= coalesce(CAST(:now AS timestamptz), now())
   AND c.attempt_count < c.max_attempts

@@ -18,7 +18,7 @@ SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at, c.te
        c.concurrency_key
 FROM jobs c
 WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
-  AND c.pool IN (:pool0)
+  AND c.pool = :pool0
   AND c.job_type NOT IN (SELECT value FROM json_each(:excluded_types))
   AND c.run_after <= coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
   AND c.attempt_count < c.max_attempts
