@@ -22,6 +22,7 @@ from rota.executor.service import Executor
 from rota.shared.config.model import Backoff, JobTypeSpec
 from rota.shared.models import jobs
 from rota.shared.queries.jobs_control import request_cancel
+from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.shared.queries.jobs_lease import sweep_expired_leases
 from tests.executor_support import (
     add_jobs,
@@ -536,6 +537,30 @@ def test_new_job_wakes_an_idle_executor(engine: Engine, start_executor: StartExe
     (job_id,) = add_jobs(engine, spec)
     wait_for(in_state(engine, job_id, "SUCCEEDED"), timeout=5, what="SUCCEEDED")
     assert time.monotonic() - t0 < 5
+
+
+def test_a_job_due_before_where_the_claims_start_waits_no_poll(
+    engine: Engine, start_executor: StartExecutor
+) -> None:
+    """PostgreSQL claims scan from where the last one began (ScanStarts): a job due a
+    minute ago, enqueued with one due now, lies before that place. Having claimed fewer
+    jobs than it asked for, the executor claims again from the head when the rescan time
+    is up, not at the 30 s poll."""
+    spec = job_type("t")
+    store_types(engine, spec)
+    ex = start_executor(concurrency=4, poll_interval=30, sweep_interval=30)
+    ex._scan_starts.rescan = 3.0  # wide enough that the enqueue below lands inside it
+    wait_for(lambda: ex.claim_rounds >= 1, what="the executor to go idle")
+    (first,) = add_jobs(engine, spec)
+    wait_for(in_state(engine, first, "SUCCEEDED"), timeout=5, what="the first job")
+    now = datetime.now(UTC)
+    new = [NewJob.of_type(spec, run_after=now - timedelta(minutes=1)), NewJob.of_type(spec)]
+    with engine.begin() as conn:
+        insert_jobs_or_skip(conn, new)
+    early, late = (j.job_id for j in new)
+    wait_for(in_state(engine, early, "SUCCEEDED"), timeout=10, what="the early job")
+    if engine.dialect.name == "postgresql":  # the start hid it: the later job went first
+        assert job_row(engine, late)["started_at"] < job_row(engine, early)["started_at"]
 
 
 def test_ticks_can_be_driven_by_hand(engine: Engine, tmp_path: Path) -> None:

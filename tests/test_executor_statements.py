@@ -15,7 +15,7 @@ from sqlalchemy import Engine, update
 from rota.executor.claim import ScanStarts
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.models import jobs
-from rota.shared.queries.jobs_claim import ClaimedJob
+from rota.shared.queries.jobs_claim import MAX_MERGED_POOLS, ClaimedJob
 from rota.shared.queries.jobs_control import replay_failed, request_cancel
 from rota.shared.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
 from rota.shared.queries.jobs_outcome import (
@@ -107,8 +107,9 @@ def test_a_claim_scans_from_where_the_last_began_and_from_the_head_within_rescan
     engine: Engine, spec: JobTypeSpec
 ) -> None:
     """PostgreSQL: the next claim starts at the last one's first job (its dead head skipped);
-    a job made claimable ahead of that place waits for a scan from the head: ``rescan``
-    seconds after the last, or at once when nothing follows the start. SQLite: strict order."""
+    a job of that priority made claimable before that place waits for a scan from the head:
+    ``rescan`` seconds after the last, or at once when nothing follows the start. A lower
+    priority number is read from the head always. SQLite: strict order."""
     clock = [0.0]
     starts = ScanStarts(rescan=0.25, clock=lambda: clock[0])
     now = datetime.now(UTC)
@@ -120,21 +121,31 @@ def test_a_claim_scans_from_where_the_last_began_and_from_the_head_within_rescan
         seen.extend(ids)
         return ids
 
+    def add(priority: int, ago: float) -> uuid.UUID:
+        (job_id,) = add_jobs(engine, spec, priority=priority,
+                             run_after=now - timedelta(seconds=ago))
+        return job_id
+
+    pg = engine.dialect.name == "postgresql"
     assert claimed()[0] in low  # from the head: nothing to start from yet
-    (urgent,) = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=1))
-    if engine.dialect.name == "postgresql":
-        assert claimed()[0] in low  # from the first one's place: the urgent job lies before it
+    early = add(5, 120)
+    if pg:
+        assert claimed()[0] in low  # from the first one's place: the early job lies before it
         clock[0] += 0.25
-        assert claimed() == [urgent]  # rescan seconds on: from the head
-        (urgent,) = add_jobs(engine, spec, priority=0, run_after=now - timedelta(seconds=2))
-        assert claimed()[0] in low  # from the last urgent job's place: the last low job
-        assert claimed(5) == [urgent]  # nothing after that start: the same claim, from the head
+        assert claimed() == [early]  # rescan seconds on: from the head
     else:
-        assert claimed() == [urgent]
-        rest = set(low) - set(seen)
-        assert set(claimed(5)) == rest
+        assert claimed() == [early]
+    urgent = add(0, 0)
+    assert claimed() == [urgent]  # a lower priority number: read from the head, start or not
+    assert claimed()[0] in low
+    earlier = add(5, 180)
+    if pg:  # nothing after the start (the last low job): the same claim goes on from the head
+        assert claimed(5) == [earlier]
+    else:
+        rest = [j for j in low if j not in seen]
+        assert claimed(5) == [earlier, *rest]
     assert claimed(5) == []
-    assert sorted(seen) == sorted(set(seen)) and set(low) <= set(seen)  # each once, none lost
+    assert len(seen) == len(set(seen)) == len(low) + 3  # each once, none lost
 
 
 def test_claim_serves_only_its_pools_and_batch_size(engine: Engine) -> None:
@@ -163,6 +174,22 @@ def test_a_claim_of_several_pools_takes_them_in_one_claim_order(engine: Engine) 
     rest = [c.job_id for c in claim_as(engine, OWNER, 10, ["pb", "pa"])]
     assert set(rest[:2]) == set(a_late) - set(first) and set(rest[2:]) == set(a_low)
     assert claim_as(engine, OWNER, 10, ["pa", "pb"]) == []
+
+
+@pytest.mark.parametrize("n_pools", [MAX_MERGED_POOLS, MAX_MERGED_POOLS + 1, 600])
+def test_a_claim_of_many_pools(engine: Engine, n_pools: int) -> None:
+    """Up to MAX_MERGED_POOLS pools, one scan each; more (SQLite allows 500 terms in a
+    compound SELECT), one scan of them all: the same jobs, in the same order."""
+    a, b = job_type("a", pool="p1"), job_type("b", pool=f"p{n_pools - 1}")
+    store_types(engine, a, b)
+    now = datetime.now(UTC)
+    later = add_jobs(engine, a, 2, run_after=now - timedelta(seconds=1))
+    sooner = add_jobs(engine, b, 2, run_after=now - timedelta(seconds=5))
+    pools = [f"p{i}" for i in range(n_pools)]
+    got = [c.job_id for c in claim_as(engine, OWNER, 3, pools)]
+    assert set(got[:2]) == set(sooner) and got[2] in later
+    assert [c.job_id for c in claim_as(engine, OWNER, 3, pools)] == [j for j in later
+                                                                    if j not in got]
 
 
 def test_complete_and_stale_generation_same_owner_is_fenced(

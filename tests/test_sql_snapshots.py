@@ -47,9 +47,10 @@ def _render(*parts: str | ClauseElement) -> str:
 # name -> the statements of that path, in the order one call sends them
 STATEMENTS: dict[str, Callable[[], str]] = {
     "claim_unkeyed.postgresql": lambda: _render(jobs_claim._pg_claim_unkeyed(1)),
-    "claim_unkeyed_from_start.postgresql": lambda: _render(
-        jobs_claim._pg_claim_unkeyed(1, from_start=True)
+    "claim_unkeyed_two_pools_from_start.postgresql": lambda: _render(
+        jobs_claim._pg_claim_unkeyed(2, from_start=True)
     ),
+    "claim_limited_two_pools.sqlite": lambda: _render(jobs_claim._sqlite_claim(2)),
     "claim_limited.postgresql": lambda: _render(jobs_claim._PG_LOCK, jobs_claim._pg_claim(1)),
     "claim_limited.sqlite": lambda: _render(
         jobs_claim._sqlite_claim(1), jobs_claim._SQLITE_OPEN_ATTEMPTS

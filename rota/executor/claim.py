@@ -24,7 +24,7 @@ from rota.shared.queries.jobs_claim import (
 )
 
 # The longest a lock-free claim goes on scanning from where the last one began: a
-# job made claimable before that place in claim order waits at most this long.
+# job made claimable before that place (of the same priority) waits about this long.
 RESCAN_SECONDS = 0.25
 
 
@@ -33,13 +33,15 @@ class ScanStarts:
 
     A claim scans the claimable index from where this executor's last claim
     began (its first job, in claim order), not from the head, where the dead
-    entries of every job claimed since the last VACUUM lie. From the head again:
-    once ``rescan`` seconds have passed since the last scan from there, and at
-    once when nothing is found after the start (``claim_jobs``). So a job made
-    claimable ahead of that place (a lower priority number, a ``run_after`` in
-    the past, a row another claimer had locked) waits at most ``rescan``
-    seconds more. Only the order of jobs is at stake here: every guard of the
-    claim stays in its statement.
+    entries of every job claimed since the last VACUUM lie; jobs of a lower
+    priority number than that first job's are read from the head still. From
+    the head again: once ``rescan`` seconds have passed since the last scan from
+    there, and at once when nothing is found after the start (``claim_jobs``).
+    A job of the start's priority made claimable before it (a ``run_after`` in
+    the past, a row another claimer had locked) waits that long: the executor,
+    having claimed fewer jobs than it asked for, waits no longer than
+    ``until_head_scan()`` before it claims again. Only the order of jobs of one
+    priority is at stake here: every guard of the claim stays in its statement.
     """
 
     def __init__(
@@ -55,6 +57,12 @@ class ScanStarts:
         if self._clock() - self._from_head_at >= self.rescan:
             return None
         return self._start
+
+    def until_head_scan(self) -> float:
+        """Seconds until a claim scans from the head again; infinite if the next one does."""
+        if self._start is None:
+            return float("inf")
+        return max(0.0, self.rescan - (self._clock() - self._from_head_at))
 
     def claimed(self, start: ScanStart | None, claimed: Sequence[ClaimedJob]) -> None:
         """A claim that started at ``start`` took ``claimed`` (in claim order)."""

@@ -280,7 +280,8 @@ class Executor:
                 # When the claim found nothing at all (not merely fewer rows than asked,
                 # which SKIP LOCKED gives while other executors claim too), first take
                 # one bounded pruning step if a pass is due, then claim again.
-                wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()))
+                wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()),
+                           self._scan_starts.until_head_scan())
                 if (
                     claimed == 0
                     and self._prune_when_idle

@@ -32,7 +32,7 @@ unkeyed claim runs waits for the next round. On SQLite the claim is a single
 LOCKED does not exist there and is never relied on).
 
 An executor of several pools scans each pool's jobs on their own, in index
-order, and merges them (``_per_pool``). Only the first ``scan`` candidates in
+order, and merges them (``_merged``). Only the first ``scan`` candidates in
 claim order are considered per batch; a
 candidate whose key or tenant is already at its limit is skipped by the query,
 and a second job of the same key within one batch waits for a later claim.
@@ -77,7 +77,7 @@ _RETURNED = (
 
 
 # A named tuple, not a frozen dataclass: as immutable, and built for every
-# claimed job (21 fields: 0.5 us instead of 5).
+# claimed job (22 fields: 0.5 us instead of 5).
 class ClaimedJob(NamedTuple):
     """What a worker needs to run one claimed job; ``attempt`` counts this claim."""
 
@@ -123,13 +123,14 @@ class ScanStart(NamedTuple):
 
 
 def _candidates(now_sql: str, pool: str, runnable_sql: str) -> str:
-    """Claimable rows of ``pool``, skipping those whose key or tenant is at its limit."""
+    """Claimable rows of the pools ``c.pool {pool}`` says, skipping those whose key or
+    tenant is at its limit."""
     return f"""
         SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at, c.tenant,
                c.concurrency_key
         FROM jobs c
         WHERE c.state IN {CLAIMABLE_SQL}
-          AND c.pool = {pool}
+          AND c.pool {pool}
           AND {runnable_sql.format(j="c")}
           AND c.run_after <= {now_sql}
           AND c.attempt_count < c.max_attempts
@@ -203,21 +204,35 @@ _PG_CLAIM_PICKED = f"""        claimed AS (
         )"""
 
 
-def _per_pool(n_pools: int, scan: Callable[[str], str], limit: str) -> str:
-    """``scan(pool)``, a scan in claim order of one pool, for each pool, merged in claim order.
+# More pools than this: one scan of them all, sorted (SQLite allows 500 terms in a
+# compound SELECT, and a statement per pool grows with them).
+MAX_MERGED_POOLS = 32
 
-    Neither backend reads a B-tree in order across the values of ``pool IN
-    (...)``: one scan of ``c.pool IN (:pool0, :pool1)`` read every claimable job
-    of both pools and sorted them (with 100,000 queued, 190 ms a claim on
-    PostgreSQL and 39 ms on SQLite, against 2 ms for one pool). So each pool gets
-    its own scan in index order, up to ``limit`` rows, and their rows are merged.
-    On PostgreSQL the rows a pool's scan locked beyond the merged ``limit`` stay
-    queued (their lock ends with the statement).
+
+def _merged(
+    n_pools: int, scan: Callable[[str, str], str], limit: str, parts: Sequence[str] = ("",)
+) -> str:
+    """The scans ``scan(pool, part)`` (each in claim order, up to ``limit`` rows) for each
+    pool and each of ``parts``, merged in claim order.
+
+    ``pool`` completes ``c.pool ...``. Neither backend reads a B-tree in order
+    across the values of ``pool IN (...)``: one scan of ``c.pool IN (:pool0,
+    :pool1)`` read every claimable job of both pools and sorted them (with
+    100,000 queued, 190 ms a claim on PostgreSQL and 39 ms on SQLite, against
+    2 ms for one pool). So each pool gets its own scan in index order. A scan
+    that locks (PostgreSQL) may lock up to ``limit`` rows per branch, more than
+    the merged ``limit`` keeps: those stay queued, locked until the statement
+    (lock-free claim) or the transaction (limited claim) ends.
     """
-    if n_pools == 1:
-        return scan(":pool0")
+    if n_pools > MAX_MERGED_POOLS:
+        pools = [f"IN ({_pools_sql(n_pools)})"]
+    else:
+        pools = [f"= :pool{i}" for i in range(n_pools)]
+    branches = [scan(pool, part) for pool in pools for part in parts]
+    if len(branches) == 1:
+        return branches[0]
     each = "\n        UNION ALL".join(
-        f"\n        SELECT * FROM ({scan(f':pool{i}')}) AS p{i}" for i in range(n_pools)
+        f"\n        SELECT * FROM ({b}) AS p{i}" for i, b in enumerate(branches)
     )
     return f"""{each}
         ORDER BY {_ORDER}
@@ -226,10 +241,10 @@ def _per_pool(n_pools: int, scan: Callable[[str], str], limit: str) -> str:
 
 @cache
 def _pg_claim(n_pools: int) -> TextClause:
-    def scan(pool: str) -> str:
+    def scan(pool: str, part: str) -> str:
         return _candidates(PG_NOW, pool, _PG_RUNNABLE) + "\n        FOR UPDATE OF c SKIP LOCKED"
 
-    cand = _per_pool(n_pools, scan, ":scan")
+    cand = _merged(n_pools, scan, ":scan")
     return text(f"""
         WITH picked AS ({_picked(cand)}),
 {_PG_CLAIM_PICKED}
@@ -255,13 +270,15 @@ _KEYED_WAITING = f"""
                 WHERE k.concurrency_key = w.concurrency_key AND k.state IN {LEASED_SQL}))"""
 
 
-# Where a scan of the claimable index may start (``claim_unkeyed_jobs``'s ``start``):
-# a row comparison on the index's columns after ``pool``, so the B-tree descends to
-# it instead of reading every entry before it.
-_FROM_START = (
+# A claim from a start (``claim_unkeyed_jobs``'s ``start``) reads two ranges of each
+# pool's index: the jobs of a lower priority number than the start's, from the head,
+# and the jobs at or after the start. Both are row comparisons on the index's
+# columns after ``pool``, so each B-tree scan descends to where its range begins.
+_START_PARTS = (
+    "\n              AND c.priority < CAST(:start_priority AS integer)",
     "\n              AND (c.priority, c.run_after, c.created_at) >= ("
     "CAST(:start_priority AS integer), CAST(:start_run_after AS timestamptz), "
-    "CAST(:start_created_at AS timestamptz))"
+    "CAST(:start_created_at AS timestamptz))",
 )
 
 
@@ -271,29 +288,30 @@ def _pg_claim_unkeyed(n_pools: int, from_start: bool = False) -> TextClause:
 
     The first column says whether a keyed job waits (then nothing was claimed);
     the claimed jobs follow, or one row of NULLs when none was. ``from_start``:
-    only jobs at or after ``:start_*`` in claim order.
+    only jobs of a lower priority number than ``:start_priority``, and those at
+    or after ``:start_*`` in claim order.
     """
     pools = _pools_sql(n_pools)
-    start = _FROM_START if from_start else ""
 
-    def scan(pool: str) -> str:
+    def scan(pool: str, part: str) -> str:
         return f"""
             SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at
             FROM jobs c
             WHERE c.state IN {CLAIMABLE_SQL}
               AND c.concurrency_key IS NULL
-              AND c.pool = {pool}
+              AND c.pool {pool}
               AND {_PG_RUNNABLE.format(j="c")}
               AND c.run_after <= {PG_NOW}
               AND c.attempt_count < c.max_attempts
-              AND NOT (SELECT waiting FROM keyed){start}
+              AND NOT (SELECT waiting FROM keyed){part}
             ORDER BY {_ORDER}
             LIMIT :limit
             FOR UPDATE OF c SKIP LOCKED"""
 
+    picked = _merged(n_pools, scan, ":limit", _START_PARTS if from_start else ("",))
     return text(f"""
         WITH keyed AS MATERIALIZED ({_KEYED_WAITING.format(pools=pools)} AS waiting),
-        picked AS ({_per_pool(n_pools, scan, ":limit")}
+        picked AS ({picked}
         ),
 {_PG_CLAIM_PICKED}
         SELECT keyed.waiting, {", ".join("claimed." + c.strip() for c in _RETURNED.split(","))}
@@ -304,8 +322,9 @@ def _pg_claim_unkeyed(n_pools: int, from_start: bool = False) -> TextClause:
 
 @cache
 def _sqlite_claim(n_pools: int) -> TextClause:
-    cand = _per_pool(n_pools, lambda pool: _candidates(SQLITE_NOW, pool, _SQLITE_RUNNABLE),
-                     ":scan")
+    cand = _merged(
+        n_pools, lambda pool, part: _candidates(SQLITE_NOW, pool, _SQLITE_RUNNABLE), ":scan"
+    )
     return text(f"""
         UPDATE jobs
         SET state = 'RUNNING',
@@ -368,14 +387,16 @@ def claim_unkeyed_jobs(
     Only for claimers without a ``tenant_limit``. Jobs of ``excluded_types`` are
     never claimed (nor do they count as a keyed job waiting).
 
-    With ``start``, only jobs at or after it in claim order are considered.
-    Every claimed job leaves a dead entry at the head of the claimable index
-    until VACUUM removes it, and a scan from the head reads them all: at ten
-    million kept jobs autovacuum comes by once per million jobs, and by then
-    each claim read most of a thousand pages. A scan from where the last claim
-    began skips them; the jobs it cannot see (made claimable before ``start`` in
-    claim order since: a lower priority number, a past ``run_after``) wait for
-    the next scan from the head (``rota.executor.claim.ScanStarts``).
+    With ``start``, the jobs of its priority before it in claim order are not
+    considered. Every claimed job leaves a dead entry at the head of the
+    claimable index until VACUUM removes it, and a scan from the head reads them
+    all: at ten million kept jobs autovacuum comes by once per million jobs, and
+    by then each claim read most of a thousand pages. A scan from where the last
+    claim began skips them. Jobs of a lower priority number are still read from
+    the head (a range of their own); the jobs of the start's priority made
+    claimable before it since (a ``run_after`` in the past, a row another claimer
+    had locked) wait for the next scan from the head
+    (``rota.executor.claim.ScanStarts``).
     """
     if not is_pg(conn):
         return None

@@ -4,7 +4,7 @@ SELECT EXISTS (
     SELECT 1 FROM jobs w
     WHERE w.state IN ('QUEUED', 'RETRY_WAIT')
       AND w.concurrency_key IS NOT NULL
-      AND w.pool IN (:pool0)
+      AND w.pool IN (:pool0, :pool1)
       AND NOT (w.job_type = ANY(CAST(:excluded_types AS text[])))
       AND w.run_after <= coalesce(CAST(:now AS timestamptz), now())
       AND w.attempt_count < w.max_attempts
@@ -12,6 +12,22 @@ SELECT EXISTS (
             SELECT 1 FROM jobs k
             WHERE k.concurrency_key = w.concurrency_key AND k.state IN ('RUNNING', 'CANCEL_REQUESTED'))) AS waiting),
     picked AS (
+    SELECT * FROM (
+        SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at
+        FROM jobs c
+        WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
+          AND c.concurrency_key IS NULL
+          AND c.pool = :pool0
+          AND NOT (c.job_type = ANY(CAST(:excluded_types AS text[])))
+          AND c.run_after <= coalesce(CAST(:now AS timestamptz), now())
+          AND c.attempt_count < c.max_attempts
+          AND NOT (SELECT waiting FROM keyed)
+          AND c.priority < CAST(:start_priority AS integer)
+        ORDER BY priority, run_after, created_at
+        LIMIT :limit
+        FOR UPDATE OF c SKIP LOCKED) AS p0
+    UNION ALL
+    SELECT * FROM (
         SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at
         FROM jobs c
         WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
@@ -24,7 +40,39 @@ SELECT EXISTS (
           AND (c.priority, c.run_after, c.created_at) >= (CAST(:start_priority AS integer), CAST(:start_run_after AS timestamptz), CAST(:start_created_at AS timestamptz))
         ORDER BY priority, run_after, created_at
         LIMIT :limit
-        FOR UPDATE OF c SKIP LOCKED
+        FOR UPDATE OF c SKIP LOCKED) AS p1
+    UNION ALL
+    SELECT * FROM (
+        SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at
+        FROM jobs c
+        WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
+          AND c.concurrency_key IS NULL
+          AND c.pool = :pool1
+          AND NOT (c.job_type = ANY(CAST(:excluded_types AS text[])))
+          AND c.run_after <= coalesce(CAST(:now AS timestamptz), now())
+          AND c.attempt_count < c.max_attempts
+          AND NOT (SELECT waiting FROM keyed)
+          AND c.priority < CAST(:start_priority AS integer)
+        ORDER BY priority, run_after, created_at
+        LIMIT :limit
+        FOR UPDATE OF c SKIP LOCKED) AS p2
+    UNION ALL
+    SELECT * FROM (
+        SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at
+        FROM jobs c
+        WHERE c.state IN ('QUEUED', 'RETRY_WAIT')
+          AND c.concurrency_key IS NULL
+          AND c.pool = :pool1
+          AND NOT (c.job_type = ANY(CAST(:excluded_types AS text[])))
+          AND c.run_after <= coalesce(CAST(:now AS timestamptz), now())
+          AND c.attempt_count < c.max_attempts
+          AND NOT (SELECT waiting FROM keyed)
+          AND (c.priority, c.run_after, c.created_at) >= (CAST(:start_priority AS integer), CAST(:start_run_after AS timestamptz), CAST(:start_created_at AS timestamptz))
+        ORDER BY priority, run_after, created_at
+        LIMIT :limit
+        FOR UPDATE OF c SKIP LOCKED) AS p3
+    ORDER BY priority, run_after, created_at
+    LIMIT :limit
     ),
     claimed AS (
         UPDATE jobs AS j
