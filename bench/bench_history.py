@@ -92,6 +92,7 @@ from bench.bench_enqueue import enqueue_many_rate
 from bench.bench_executor import (
     DEFAULT_PG_URL,
     Database,
+    SteadyCpu,
     fresh_database,
     libpq,
     pg_database,
@@ -332,6 +333,12 @@ def _unfinished_noop(conn: psycopg.Connection[tuple[int]]) -> int:
 
 def drain(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, float]:
     """(jobs/s from start, steady jobs/s): ``count`` queued no-op jobs, 2 default executors."""
+    rate, steady, _ = drain_cpu(db, count, workdir, tag)
+    return rate, steady
+
+
+def drain_cpu(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, float, SteadyCpu]:
+    """``drain``, and the CPU it took per 1,000 jobs between its 10% and 90% marks."""
     assert db.libpq_url is not None
     with psycopg.connect(db.libpq_url, autocommit=True) as conn:
         waiting = _unfinished_noop(conn)
@@ -342,8 +349,9 @@ def drain(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, flo
 def _watched_drain(
     conn: psycopg.Connection[Any], db: Database, count: int, workdir: Path, tag: str,
     done: Callable[[], int],
-) -> tuple[float, float]:
-    """Start 2 default executors and watch ``done()`` reach ``count``: (jobs/s, steady jobs/s)."""
+) -> tuple[float, float, SteadyCpu]:
+    """Start 2 default executors and watch ``done()`` reach ``count``: (jobs/s, steady jobs/s,
+    CPU per 1,000 jobs)."""
 
     def backends() -> list[int]:
         rows = conn.execute(
@@ -355,13 +363,13 @@ def _watched_drain(
     started = time.perf_counter()
     executors = start_executors(db, 2, None, workdir, tag=tag)
     try:
-        samples, _ = watch(
+        samples, marks = watch(
             started, count, done, [p.pid for p in executors.procs], backends,
             executors.check_alive,
         )
     finally:
         executors.stop()
-    return count / samples[-1][0], _steady(samples, count)
+    return count / samples[-1][0], _steady(samples, count), SteadyCpu.between(*marks)
 
 
 def apply_schedules(db: Database) -> None:
@@ -713,6 +721,7 @@ class Cycle:
     enqueue_s: float = 0.0
     drain_s: float = 0.0
     wal: tuple[int, int] = (0, 0)  # WAL bytes, full-page images
+    backend_cpu: float = 0.0  # CPU seconds of the executors' backends (10-90% of each drain)
     dead: int = 0  # row versions made dead since the last VACUUM
     changed: int = 0  # rows changed since the last ANALYZE
     vacuums: int = 0
@@ -770,8 +779,10 @@ def vacuum_cycle(
                     enqueue_many_rate(c.db.url, n // ENQUEUE_SAMPLES, 1000)
                 enqueued = time.perf_counter()
                 blocks = claim_index_blocks(c.db)
-                drain(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir, f"cycle-{c.rows}-{i}")
+                _, _, cpu = drain_cpu(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir,
+                                      f"cycle-{c.rows}-{i}")
                 drained = time.perf_counter()
+                c.backend_cpu += cpu.backends * n / 1000
                 blocks = claim_index_blocks(c.db) - blocks
                 written = wal_since(c.db, before)
                 c.enqueue_s += enqueued - started
@@ -786,16 +797,21 @@ def vacuum_cycle(
                       f"drain {n / (drained - enqueued):,.0f}/s, "
                       f"{written[0] / n:,.0f} B of WAL a job, "
                       f"{1000 * written[1] / n:.1f} full pages per 1,000, "
-                      f"{blocks / n:.1f} claim-index blocks a job", flush=True)
+                      f"{blocks / n:.1f} claim-index blocks a job, "
+                      f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000", flush=True)
         for c in cycles:
             print(f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
                   f"{total / c.drain_s:,.0f}/s, {c.wal[0] / total:,.0f} B of WAL a job, "
-                  f"{1000 * c.wal[1] / total:.1f} full pages per 1,000; {c.vacuums} VACUUM, "
+                  f"{1000 * c.wal[1] / total:.1f} full pages per 1,000, "
+                  f"{c.backend_cpu * 1e6 / total:.0f} ms of backend CPU per 1,000; "
+                  f"{c.vacuums} VACUUM, "
                   f"{c.analyzes} ANALYZE")
         base, other = cycles
         print(f"  over the cycle, {other.label} / empty: enqueue "
               f"{base.enqueue_s / other.enqueue_s:.2f}, drain {base.drain_s / other.drain_s:.2f} "
-              f"(target >= 0.9)", flush=True)
+              f"(target >= 0.9); backend CPU per job "
+              f"{other.backend_cpu / max(1e-9, base.backend_cpu):.2f} x the empty table's",
+              flush=True)
 
 
 def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, float]:
@@ -811,7 +827,9 @@ def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[flo
             return int(row[0])
 
         before = succeeded()
-        return _watched_drain(conn, db, count, workdir, tag, lambda: succeeded() - before)
+        rate, steady, _ = _watched_drain(conn, db, count, workdir, tag,
+                                         lambda: succeeded() - before)
+        return rate, steady
 
 
 def run(
