@@ -569,6 +569,20 @@ def claim_index_blocks(db: Database) -> int:
     return int(row[0])
 
 
+def io_ms(db: Database) -> tuple[float, float]:
+    """(ms this database's backends spent reading and writing data blocks, ms the server
+    spent writing and syncing WAL) so far: zero unless ``track_io_timing`` and
+    ``track_wal_io_timing`` are on."""
+    assert db.libpq_url is not None
+    with psycopg.connect(db.libpq_url) as conn:
+        row = conn.execute(
+            "SELECT d.blk_read_time + d.blk_write_time, w.wal_write_time + w.wal_sync_time "
+            "FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return float(row[0]), float(row[1])
+
+
 def _added(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     return a[0] + b[0], a[1] + b[1]
 
@@ -779,11 +793,13 @@ def vacuum_cycle(
                     enqueue_many_rate(c.db.url, n // ENQUEUE_SAMPLES, 1000)
                 enqueued = time.perf_counter()
                 blocks = claim_index_blocks(c.db)
+                io_before = io_ms(c.db)
                 _, _, cpu = drain_cpu(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir,
                                       f"cycle-{c.rows}-{i}")
                 drained = time.perf_counter()
                 c.backend_cpu += cpu.backends * n / 1000
                 blocks = claim_index_blocks(c.db) - blocks
+                io = [a - b for a, b in zip(io_ms(c.db), io_before, strict=True)]
                 written = wal_since(c.db, before)
                 c.enqueue_s += enqueued - started
                 c.drain_s += drained - enqueued
@@ -798,7 +814,9 @@ def vacuum_cycle(
                       f"{written[0] / n:,.0f} B of WAL a job, "
                       f"{1000 * written[1] / n:.1f} full pages per 1,000, "
                       f"{blocks / n:.1f} claim-index blocks a job, "
-                      f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000", flush=True)
+                      f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000; draining, "
+                      f"{io[0] / 1000:.1f} s of block I/O, {io[1] / 1000:.1f} s of WAL I/O",
+                      flush=True)
         for c in cycles:
             print(f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
                   f"{total / c.drain_s:,.0f}/s, {c.wal[0] / total:,.0f} B of WAL a job, "
