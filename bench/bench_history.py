@@ -542,12 +542,18 @@ def enqueue_rates(sized: Sequence[Sized], count: int) -> list[Figures]:
     ]
 
 
-def wal_counters(db: Database) -> tuple[int, int]:
-    """The server's WAL bytes and full-page images written so far (PostgreSQL 14+)."""
+def _stat_row(db: Database, sql: str) -> tuple[Any, ...]:
+    """The one row a statistics query returns, over a connection of its own."""
     assert db.libpq_url is not None
     with psycopg.connect(db.libpq_url) as conn:
-        row = conn.execute("SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal").fetchone()
+        row = conn.execute(sql).fetchone()
     assert row is not None
+    return tuple(row)
+
+
+def wal_counters(db: Database) -> tuple[int, int]:
+    """The server's WAL bytes and full-page images written so far (PostgreSQL 14+)."""
+    row = _stat_row(db, "SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal")
     return int(row[0]), int(row[1])
 
 
@@ -559,13 +565,8 @@ def wal_since(db: Database, before: tuple[int, int]) -> tuple[int, int]:
 
 def claim_index_blocks(db: Database) -> int:
     """Blocks of ``ix_jobs_claimable`` read so far (hits and reads, as the server counts)."""
-    assert db.libpq_url is not None
-    with psycopg.connect(db.libpq_url) as conn:
-        row = conn.execute(
-            "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes "
-            "WHERE indexrelname = 'ix_jobs_claimable'"
-        ).fetchone()
-    assert row is not None
+    row = _stat_row(db, "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes "
+                        "WHERE indexrelname = 'ix_jobs_claimable'")
     return int(row[0])
 
 
@@ -573,13 +574,11 @@ def io_ms(db: Database) -> tuple[float, float]:
     """(ms this database's backends spent reading and writing data blocks, ms the server
     spent writing and syncing WAL) so far: zero unless ``track_io_timing`` and
     ``track_wal_io_timing`` are on."""
-    assert db.libpq_url is not None
-    with psycopg.connect(db.libpq_url) as conn:
-        row = conn.execute(
-            "SELECT d.blk_read_time + d.blk_write_time, w.wal_write_time + w.wal_sync_time "
-            "FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()"
-        ).fetchone()
-    assert row is not None
+    row = _stat_row(
+        db,
+        "SELECT d.blk_read_time + d.blk_write_time, w.wal_write_time + w.wal_sync_time "
+        "FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()",
+    )
     return float(row[0]), float(row[1])
 
 
