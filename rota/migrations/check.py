@@ -22,7 +22,7 @@ from rota.shared.database import (
     short_error,
 )
 
-HEAD = "0010"
+HEAD = "0011"
 VERSION_TABLE = "alembic_version"
 
 
