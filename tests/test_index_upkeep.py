@@ -208,6 +208,22 @@ def test_an_index_whose_key_has_no_statistics_is_never_judged() -> None:
     assert IndexSize("public", "ix", "jobs", True, 50_000, 0, 16).bloated(min_pages=1)
 
 
+def test_an_index_dropped_while_the_sizes_are_read_is_left_out(pg: Engine) -> None:
+    """Another executor's REINDEX CONCURRENTLY drops the old copy of the index it rebuilt:
+    a reader whose snapshot still lists it finds no file to measure (no size at all), and
+    the check goes on without it."""
+    with pg.begin() as conn:
+        conn.execute(text("CREATE INDEX ix_jobs_going ON jobs (updated_at)"))
+    with pg.connect() as conn:
+        conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+        conn.execute(text("SELECT count(*) FROM pg_index"))  # the snapshot lists it
+        with pg.begin() as other:
+            other.execute(text("DROP INDEX ix_jobs_going"))
+        names = {s.name for s in index_sizes(conn)}
+    assert "ix_jobs_going" not in names
+    assert names >= QUEUE_INDEXES
+
+
 def test_stale_statistics_do_not_rebuild_a_full_index(pg: Engine) -> None:
     """The statistics say the queue is empty (the last ANALYZE saw it so); 30,000 jobs
     queued since fill its indexes: counted, they are not bloated, and stay as they are."""

@@ -145,8 +145,12 @@ class IndexSize:
 
 
 def index_sizes(conn: Connection) -> list[IndexSize]:
-    """Every index of rota's job tables (in the search path's schema), largest first."""
-    rows = conn.execute(_SIZES).mappings()
+    """Every index of rota's job tables (in the search path's schema), largest first.
+
+    An index dropped since the transaction's snapshot was taken (the old copy another
+    executor's ``REINDEX CONCURRENTLY`` swapped out) has no file left, so no size
+    (``pg_relation_size`` is NULL): it is left out."""
+    rows = [r for r in conn.execute(_SIZES).mappings() if r["pages"] is not None]
     return [
         IndexSize(
             schema=r["schema"],
