@@ -100,6 +100,14 @@ def engine(db_url: str) -> Iterator[Engine]:
     eng.dispose()
 
 
+@pytest.fixture
+def pg_engine(fresh_pg_url: str) -> Iterator[Engine]:
+    """An engine on a fresh, migrated PostgreSQL database, for PostgreSQL-only tests."""
+    eng = make_engine(fresh_pg_url)
+    yield eng
+    eng.dispose()
+
+
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     """A long-running command run in-process configures logging for its process (root

@@ -14,7 +14,6 @@ from sqlalchemy import Engine, text, update
 
 from rota.executor.claim import ScanStarts
 from rota.shared.config.model import JobTypeSpec
-from rota.shared.database import make_engine
 from rota.shared.models import jobs
 from rota.shared.queries.jobs_claim import MAX_MERGED_POOLS, ClaimedJob
 from rota.shared.queries.jobs_control import replay_failed, request_cancel
@@ -516,32 +515,28 @@ def test_lost_lease_is_a_typed_outcome(engine: Engine, spec: JobTypeSpec) -> Non
 
 
 def test_closing_the_attempts_of_claimed_batches_rewrites_them_in_their_own_pages(
-    fresh_pg_url: str,
+    pg_engine: Engine,
 ) -> None:
     """On PostgreSQL an attempt closed on a page with room is a heap-only update: no index
     entry, no page found elsewhere through the free space map (a disk read once the table
     outgrows the cache). Claims insert attempt rows page after page; an outcome batch closes
     them all at once, so each page must hold the new versions of its own rows."""
-    engine = make_engine(fresh_pg_url)
-    try:
-        spec = job_type("t")
-        store_types(engine, spec)
-        add_jobs(engine, spec, 480)
-        # As an executor at the default concurrency claims: 16 at a time, under a host name
-        # as long as a cloud instance's.
-        owner = f"ip-10-20-30-40.eu-central-1.compute.internal:4194303:{'f' * 8}"
-        claimed = [c for _ in range(30) for c in claim_as(engine, owner, 16)]
-        assert len(claimed) == 480
-        with engine.begin() as conn:
-            done = finish_if_lease_held(
-                conn, owner=owner, finishes=[success(c) for c in claimed]
-            )
-            updated, in_place = conn.execute(text(
-                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
-                "WHERE relname = 'job_attempts'"
-            )).one()
-        assert all(isinstance(r, Finished) for r in done)
-        assert updated == 480
-        assert in_place >= 0.8 * updated, f"{in_place} of {updated} attempts closed in place"
-    finally:
-        engine.dispose()
+    spec = job_type("t")
+    store_types(pg_engine, spec)
+    add_jobs(pg_engine, spec, 480)
+    # As an executor at the default concurrency claims: 16 at a time, under a host name
+    # as long as a cloud instance's.
+    owner = f"ip-10-20-30-40.eu-central-1.compute.internal:4194303:{'f' * 8}"
+    claimed = [c for _ in range(30) for c in claim_as(pg_engine, owner, 16)]
+    assert len(claimed) == 480
+    with pg_engine.begin() as conn:
+        done = finish_if_lease_held(
+            conn, owner=owner, finishes=[success(c) for c in claimed]
+        )
+        updated, in_place = conn.execute(text(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
+            "WHERE relname = 'job_attempts'"
+        )).one()
+    assert all(isinstance(r, Finished) for r in done)
+    assert updated == 480
+    assert in_place >= 0.8 * updated, f"{in_place} of {updated} attempts closed in place"

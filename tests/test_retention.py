@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +18,6 @@ from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.scheduler.service import SchedulerService
 from rota.shared.config.model import JobTypeSpec, Retention
-from rota.shared.database import make_engine
 from rota.shared.models import job_attempts, jobs, schedule_skips
 from rota.shared.queries.jobs_control import request_cancel
 from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
@@ -180,13 +179,6 @@ def test_cancelled_jobs_are_pruned_by_their_cancel_time(engine: Engine) -> None:
 def test_a_rule_for_an_unfinished_state_is_refused() -> None:
     with pytest.raises(ValueError, match="only finished jobs"):
         PruneRule("QUEUED", "t", DAY)
-
-
-@pytest.fixture
-def pg_engine(fresh_pg_url: str) -> Iterator[Engine]:
-    eng = make_engine(fresh_pg_url)
-    yield eng
-    eng.dispose()
 
 
 def test_postgresql_pruners_skip_rows_another_one_holds(pg_engine: Engine) -> None:
