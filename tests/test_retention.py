@@ -426,6 +426,31 @@ def test_new_jobs_run_while_an_executor_works_through_a_pruning_backlog(engine: 
         thread.join(15)
 
 
+def test_an_executor_that_never_goes_idle_still_prunes_once_a_pass_is_overdue(
+    engine: Engine,
+) -> None:
+    # Every claim finds work, so the idle moment pruning waits for never comes; a pass
+    # overdue by ten intervals is taken between claims anyway, or the history of a busy
+    # installation would grow without end.
+    t = job_type("t")
+    busy = job_type("busy", handler="tests.handlers_exec:finish_after")
+    store_types(engine, t, busy)
+    old = add_jobs(engine, t, 300, run_after=T0 - DAY)
+    finish(engine, old, JobState.SUCCEEDED, T0)  # finished long ago: all due for pruning
+    backlog = add_jobs(engine, busy, 800, args={"seconds": 0.05})  # 20 s at 2 at a time
+    ex = Executor(engine, concurrency=2, poll_interval=0.05, prune_interval=0.1)
+    stop = threading.Event()
+    thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: count(engine) == len(backlog), what="the old jobs to be pruned")
+        queued = sum(s == "QUEUED" for s in _states(engine, backlog))
+    finally:
+        stop.set()
+        thread.join(15)
+    assert queued > 0, "the backlog ran out: the executor went idle, the test proves nothing"
+
+
 def _states(engine: Engine, ids: Sequence[uuid.UUID]) -> list[str]:
     with engine.connect() as conn:
         return list(conn.execute(select(jobs.c.state).where(jobs.c.job_id.in_(ids))).scalars())

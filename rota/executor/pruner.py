@@ -10,6 +10,11 @@ pruning never takes a turn a claim could have used. A pass starts every
 executors pruning at once take different rows; SQLite: one short write
 transaction), and the claim loop claims again between steps. The last step
 of a pass folds old skip-ledger rows.
+
+An executor that never finds the queue empty (a steady backlog) would never
+prune, and its history would grow without end: once a pass is ``OVERDUE_INTERVALS``
+intervals late, the claim loop takes its steps between claims even while busy,
+one step per claim, until the pass is done.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ log = logging.getLogger("rota.executor")
 
 DEFAULT_PRUNE_INTERVAL = 60.0
 SQLITE_PRUNE_BATCH = 500  # one write transaction holds the database's only write lock
+OVERDUE_INTERVALS = 10  # a pass this many intervals late is taken while busy, too
 
 
 class Pruner:
@@ -51,12 +57,18 @@ class Pruner:
             PRUNE_BATCH if db.engine.dialect.name == "postgresql" else SQLITE_PRUNE_BATCH
         )
         self._next_pass = 0.0  # monotonic; the first pass comes at the first idle moment
+        self._born = time.monotonic()  # a busy start is not a late pass
         self._rules: list[PruneRule] | None = None  # the pass under way, rules left
 
     def due(self, mono: float | None = None) -> bool:
         return self._rules is not None or (
             time.monotonic() if mono is None else mono
         ) >= self._next_pass
+
+    def overdue(self, mono: float | None = None) -> bool:
+        """A pass is due and ``OVERDUE_INTERVALS`` intervals late (or under way, late)."""
+        late = max(self._next_pass, self._born) + OVERDUE_INTERVALS * self.interval
+        return (time.monotonic() if mono is None else mono) >= late
 
     def step(self, now: datetime | None = None) -> bool:
         """One bounded piece of the current pass; True while the pass has more to do."""

@@ -271,6 +271,10 @@ class Executor:
                 asked = self._claim_limit()
                 claimed = self._guarded(self.claim_once) or 0
                 self._idle = asked > 0 and claimed == 0
+                if not self._idle and self._prune_when_idle and self._pruner.overdue():
+                    # A busy spell (every claim found work) has made a pruning pass
+                    # overdue: one bounded step between claims, until the pass is done.
+                    self._guarded(self._pruner.step)
                 self._guarded(self._reload_if_stale)
                 if asked == 0 or claimed == asked:
                     # Busy, or more may be due: claim again once enough slots are free.
