@@ -8,7 +8,7 @@ import sys
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect, text
 
 from rota.migrations.check import HEAD
 from rota.migrations.runner import (
@@ -46,6 +46,39 @@ def test_upgrade_matches_models_and_round_trips(empty_db_url: str) -> None:
         assert _drift(empty_db_url) == []
         upgrade(engine)  # idempotent
         ensure_migrated(engine)
+    finally:
+        engine.dispose()
+
+
+def _storage_options(engine: Engine) -> dict[str, list[str] | None]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT relname, reloptions FROM pg_class"
+                " WHERE relname IN ('jobs', 'job_attempts') AND relkind = 'r'"
+            )
+        ).all()
+    return {name: options for name, options in rows}
+
+
+def test_postgresql_storage_options_match_the_models_and_round_trip(empty_pg_url: str) -> None:
+    # Alembic's comparison does not look at storage parameters (postgresql_with):
+    # the models and migration 0011 are held together here instead.
+    declared = {
+        name: [f"{k}={v}" for k, v in (table.dialect_options["postgresql"]["with"] or {}).items()]
+        or None
+        for name, table in metadata.tables.items()
+        if name in ("jobs", "job_attempts")
+    }
+    assert declared == {"jobs": None, "job_attempts": ["fillfactor=50"]}
+    engine = make_engine(empty_pg_url)
+    try:
+        upgrade(engine)
+        assert _storage_options(engine) == declared
+        downgrade(engine, "0010")
+        assert _storage_options(engine) == {"jobs": None, "job_attempts": None}
+        upgrade(engine)
+        assert _storage_options(engine) == declared
     finally:
         engine.dispose()
 
