@@ -125,6 +125,10 @@ class BackfillCount:
     first_key: str | None
     last_key: str | None  # None when not counted that far
     dst_skipped: int
+    # Of ``count``: at or before the schedule's ``pruned_through`` (the real run leaves
+    # them out; with ``exact`` False, at least this many).
+    pruned: int = 0
+    pruned_through: datetime | None = None
 
 
 class BackfillRefused(ValueError):
@@ -226,6 +230,7 @@ def count_backfill(
         if row["removed"]:
             raise ScheduleRemoved(name)
         spec = ScheduleSpec.from_json(row["definition"])
+        watermark = row["pruned_through"]
         clock = read_clock(conn, now)
     if end > clock:
         raise BackfillRefused(
@@ -237,12 +242,18 @@ def count_backfill(
     first = rule.next_after(start - timedelta(microseconds=1))
     span = scan(rule, first, end, step, repeat_period(spec), limit=limit + 1)
     exact = span.next is None or span.next.instant >= end
+    pruned = 0
+    if watermark is not None:
+        below = min(end, watermark + timedelta(microseconds=1))
+        pruned = scan(rule, first, below, step, repeat_period(spec), limit=limit + 1).count
     return BackfillCount(
         count=span.count,
         exact=exact,
         first_key=occurrence_key(name, span.first) if span.first else None,
         last_key=occurrence_key(name, span.last) if span.last and exact else None,
         dst_skipped=span.dst_count,
+        pruned=pruned,
+        pruned_through=watermark,
     )
 
 

@@ -61,6 +61,11 @@ def _dry_run(args: argparse.Namespace, counted: BackfillCount) -> int:
     print(f"  last:  {counted.last_key or ('-' if counted.exact else '(not counted that far)')}")
     if counted.dst_skipped:
         print(f"  {counted.dst_skipped} skipped by the DST policy")
+    if counted.pruned and counted.pruned_through is not None:
+        print(
+            f"  {counted.pruned:,} at or before {utc_key(counted.pruned_through)}, where "
+            "finished jobs were pruned: left out by the real run"
+        )
     if not counted.exact or counted.count > args.limit:
         print(f"  more than --max {args.limit:,}: the real run would be refused")
     return EXIT_OK
@@ -89,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         line += f", {result.dst_skipped} skipped by the DST policy"
     if result.pruned and result.pruned_through is not None:
         line += (
-            f", {result.pruned} not created again (at or before "
+            f", {result.pruned} left out (at or before "
             f"{utc_key(result.pruned_through)}, where finished jobs were pruned)"
         )
     print(line)
