@@ -92,6 +92,26 @@ def test_unmigrated_database_is_refused_with_a_hint(empty_db_url: str) -> None:
         engine.dispose()
 
 
+def test_a_database_newer_than_this_rota_says_upgrade_rota_not_migrate(
+    empty_db_url: str,
+) -> None:
+    # A rota older than the database (a replica not yet upgraded, restarted after a
+    # newer one migrated) cannot migrate it: `rota migrate` is the wrong advice.
+    engine = make_engine(empty_db_url)
+    try:
+        upgrade(engine)
+        newer = f"{int(HEAD) + 1:04d}"
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": newer})
+        with pytest.raises(SchemaNotReady) as err:
+            ensure_migrated(engine)
+        message = str(err.value)
+        assert f"at schema {newer}, newer than this rota ({HEAD})" in message, message
+        assert "rota migrate" not in message and "upgrade rota" in message, message
+    finally:
+        engine.dispose()
+
+
 def test_the_check_knows_the_newest_migration() -> None:
     # rota.migrations.check compares databases with HEAD, without Alembic: a new
     # migration in versions/ must move HEAD too.

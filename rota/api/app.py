@@ -13,7 +13,7 @@ from rota.api import dashboard, jobs, schedules
 from rota.api.auth import BearerAuth
 from rota.api.exposition import exposition
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
-from rota.migrations.check import HEAD, current_revision
+from rota.migrations.check import current_revision, schema_problem
 from rota.shared.database import DatabaseError
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -35,7 +35,6 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
         redoc_url=None,
     )
     api.state.engine = engine
-    head = HEAD
     install(api, engine)
     api.include_router(jobs.router)
     api.include_router(schedules.router)
@@ -56,14 +55,9 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
         except DatabaseError as exc:
             p = Problem(503, "Not ready", str(exc), type=UNAVAILABLE)
             return problem_response(p, request.url.path)
-        if current != head:
-            detail = (
-                "the database has no rota schema: run `rota migrate`"
-                if current is None
-                else f"the database is at schema {current}, this rota needs {head}: "
-                "run `rota migrate`"
-            )
-            p = Problem(503, "Not ready", detail, type=UNAVAILABLE)
+        problem = schema_problem(current)
+        if problem is not None:
+            p = Problem(503, "Not ready", f"the database {problem}", type=UNAVAILABLE)
             return problem_response(p, request.url.path)
         return JSONResponse({"status": "ready"})
 

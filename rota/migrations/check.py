@@ -1,8 +1,9 @@
 """The schema check every command makes first, without importing Alembic.
 
-``ensure_migrated`` refuses a database whose schema is missing or older than
-this rota. It compares the database's ``alembic_version`` row with ``HEAD``,
-the newest revision in ``versions/``: importing Alembic (and the Mako
+``ensure_migrated`` refuses a database whose schema is missing, older than
+this rota (run `rota migrate`) or newer (upgrade rota). It compares the
+database's ``alembic_version`` row with ``HEAD``, the newest revision in
+``versions/``: importing Alembic (and the Mako
 templates it loads) and reading every migration script to find the head took
 a fifth of a second of every `rota` process's start, an executor's included.
 ``tests/test_migrations.py`` checks ``HEAD`` against Alembic's own head, so a
@@ -38,17 +39,27 @@ def current_revision(engine: Engine) -> str | None:
     return None if row is None else str(row[0])
 
 
-def ensure_migrated(engine: Engine) -> None:
-    """Refuse to go on when the schema is missing or older than this rota."""
-    current = current_revision(engine)
+def schema_problem(current: str | None) -> str | None:
+    """What is wrong with a database at revision ``current`` for this rota (None: nothing)."""
     if current == HEAD:
+        return None
+    if current is None:
+        return "has no rota schema: run `rota migrate` first"
+    if current.isdigit() and int(current) > int(HEAD):
+        return (
+            f"is at schema {current}, newer than this rota ({HEAD}): upgrade rota to the "
+            "release that made it"
+        )
+    return f"is at schema {current}, this rota needs {HEAD}: run `rota migrate`"
+
+
+def ensure_migrated(engine: Engine) -> None:
+    """Refuse to go on when the schema is missing, older or newer than this rota."""
+    problem = schema_problem(current_revision(engine))
+    if problem is None:
         return
     where = display_url(engine.url)
     schema = schema_of(engine.url)
     if schema is not None:
         where += f" (schema {schema})"
-    if current is None:
-        raise SchemaNotReady(f"the database {where} has no rota schema: run `rota migrate` first")
-    raise SchemaNotReady(
-        f"the database {where} is at schema {current}, this rota needs {HEAD}: run `rota migrate`"
-    )
+    raise SchemaNotReady(f"the database {where} {problem}")
