@@ -570,6 +570,14 @@ def claim_index_blocks(db: Database) -> int:
     return int(row[0])
 
 
+def attempt_updates(db: Database) -> tuple[int, int]:
+    """(updates of ``job_attempts`` rows so far, of them on their own page (HOT)): an
+    attempt is updated once, when it is closed."""
+    row = _stat_row(db, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                        "WHERE relname = 'job_attempts'")
+    return int(row[0]), int(row[1])
+
+
 def io_ms(db: Database) -> tuple[float, float]:
     """(ms this database's backends spent reading and writing data blocks, ms the server
     spent writing and syncing WAL) so far: zero unless ``track_io_timing`` and
@@ -739,6 +747,8 @@ class Cycle:
     changed: int = 0  # rows changed since the last ANALYZE
     vacuums: int = 0
     analyzes: int = 0
+    closed: int = 0  # attempt rows closed (updated) while draining
+    in_place: int = 0  # of them on their own page (HOT)
 
     def autovacuum(self) -> None:
         """VACUUM and ANALYZE when autovacuum's default triggers would (dead versions over
@@ -793,12 +803,16 @@ def vacuum_cycle(
                 enqueued = time.perf_counter()
                 blocks = claim_index_blocks(c.db)
                 io_before = io_ms(c.db)
+                closings = attempt_updates(c.db)
                 _, _, cpu = drain_cpu(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir,
                                       f"cycle-{c.rows}-{i}")
                 drained = time.perf_counter()
                 c.backend_cpu += cpu.backends * n / 1000
                 blocks = claim_index_blocks(c.db) - blocks
                 io = [a - b for a, b in zip(io_ms(c.db), io_before, strict=True)]
+                closed, in_place = (a - b for a, b in zip(attempt_updates(c.db), closings,
+                                                          strict=True))
+                c.closed, c.in_place = c.closed + closed, c.in_place + in_place
                 written = wal_since(c.db, before)
                 c.enqueue_s += enqueued - started
                 c.drain_s += drained - enqueued
@@ -813,6 +827,7 @@ def vacuum_cycle(
                       f"{written[0] / n:,.0f} B of WAL a job, "
                       f"{1000 * written[1] / n:.1f} full pages per 1,000, "
                       f"{blocks / n:.1f} claim-index blocks a job, "
+                      f"{100 * in_place / max(1, closed):.0f}% of attempts closed in place, "
                       f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000; draining, "
                       f"{io[0] / 1000:.1f} s of block I/O, {io[1] / 1000:.1f} s of WAL I/O",
                       flush=True)
@@ -820,7 +835,8 @@ def vacuum_cycle(
             print(f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
                   f"{total / c.drain_s:,.0f}/s, {c.wal[0] / total:,.0f} B of WAL a job, "
                   f"{1000 * c.wal[1] / total:.1f} full pages per 1,000, "
-                  f"{c.backend_cpu * 1e6 / total:.0f} ms of backend CPU per 1,000; "
+                  f"{c.backend_cpu * 1e6 / total:.0f} ms of backend CPU per 1,000, "
+                  f"{100 * c.in_place / max(1, c.closed):.0f}% of attempts closed in place; "
                   f"{c.vacuums} VACUUM, "
                   f"{c.analyzes} ANALYZE")
         base, other = cycles
