@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -454,6 +455,33 @@ def test_an_executor_that_never_goes_idle_still_prunes_once_a_pass_is_overdue(
         stop.set()
         thread.join(15)
     assert queued > 0, "the backlog ran out: the executor went idle, the test proves nothing"
+
+
+def test_a_failing_pruning_pass_ends_and_waits_for_the_next_interval(engine: Engine) -> None:
+    # A pass whose rules cannot be listed (or whose skip ledger cannot be folded) ends
+    # there: otherwise it stays due and overdue, and a busy executor retries it after
+    # every claim, pausing its claims each time.
+    from rota.executor.pruner import Pruner
+    from rota.executor.transactions import LoopConnection
+
+    def broken() -> dict[str, JobTypeSpec]:
+        raise RuntimeError("job types unreadable")
+
+    pruner = Pruner(LoopConnection(engine), broken, interval=60.0)
+    assert pruner.due()
+    with pytest.raises(RuntimeError):
+        pruner.step()
+    now = time.monotonic()
+    assert not pruner.due() and pruner.due(now + 61.0)  # the next pass, an interval on
+    assert not pruner.overdue(now + 659.0) and pruner.overdue(now + 661.0)
+
+
+def test_a_zero_prune_interval_never_makes_a_pass_overdue(engine: Engine) -> None:
+    from rota.executor.pruner import Pruner
+    from rota.executor.transactions import LoopConnection
+
+    pruner = Pruner(LoopConnection(engine), dict, interval=0.0)
+    assert not pruner.overdue(time.monotonic() + 3600.0)
 
 
 def _states(engine: Engine, ids: Sequence[uuid.UUID]) -> list[str]:

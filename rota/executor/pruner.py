@@ -66,12 +66,32 @@ class Pruner:
         ) >= self._next_pass
 
     def overdue(self, mono: float | None = None) -> bool:
-        """A pass is due and ``OVERDUE_INTERVALS`` intervals late (or under way, late)."""
+        """A pass is due and ``OVERDUE_INTERVALS`` intervals late (or under way, late).
+
+        Never with no interval: a pass every claim would be no better than none."""
+        if self.interval <= 0:
+            return False
         late = max(self._next_pass, self._born) + OVERDUE_INTERVALS * self.interval
         return (time.monotonic() if mono is None else mono) >= late
 
     def step(self, now: datetime | None = None) -> bool:
-        """One bounded piece of the current pass; True while the pass has more to do."""
+        """One bounded piece of the current pass; True while the pass has more to do.
+
+        A step that raises with no rule left to try (listing the rules, folding the
+        skip ledger, or the last rule) ends the pass: the next comes an interval
+        later, instead of being retried after every claim."""
+        try:
+            return self._step(now)
+        except Exception:
+            if not self._rules:
+                self._end_pass()
+            raise
+
+    def _end_pass(self) -> None:
+        self._rules = None
+        self._next_pass = time.monotonic() + self.interval
+
+    def _step(self, now: datetime | None) -> bool:
         if self._rules is None:
             with self._db.statement() as conn:
                 self._rules = prune_rules(conn, self._specs())
@@ -100,8 +120,7 @@ class Pruner:
             folded = fold_old_skips(conn, SKIP_LEDGER_RETAIN, now=now)
         if folded:
             emit(log, "skips_folded", rows=folded)
-        self._rules = None
-        self._next_pass = time.monotonic() + self.interval
+        self._end_pass()
         return False
 
     def run_pass(self, now: datetime | None = None) -> None:
