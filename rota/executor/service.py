@@ -158,9 +158,10 @@ class Executor:
         sqlite_lock = threading.Lock()
         self._claim_db = LoopConnection(engine, sqlite_lock)
         self._scan_starts = ScanStarts()  # claims skip the dead head of the queue index
-        # Retention: the claim loop prunes a bounded step when nothing is due (None: never).
+        # Retention: the claim loop prunes a bounded step when nothing is due, or between
+        # claims once a pass is overdue (None: never).
         self._pruner = Pruner(self._claim_db, self._types.all, prune_interval or 0.0)
-        self._prune_when_idle = prune_interval is not None
+        self._prunes = prune_interval is not None
         # Index upkeep (PostgreSQL): a thread that rebuilds bloated job-table indexes
         # while this executor is idle (None: never).
         self._idle = False  # the last claim found nothing due
@@ -271,7 +272,7 @@ class Executor:
                 asked = self._claim_limit()
                 claimed = self._guarded(self.claim_once) or 0
                 self._idle = asked > 0 and claimed == 0
-                if not self._idle and self._prune_when_idle and self._pruner.overdue():
+                if not self._idle and self._prunes and self._pruner.overdue():
                     # A busy spell (every claim found work) has made a pruning pass
                     # overdue: one bounded step between claims, until the pass is done.
                     self._guarded(self._pruner.step)
@@ -288,7 +289,7 @@ class Executor:
                            self._scan_starts.until_head_scan())
                 if (
                     claimed == 0
-                    and self._prune_when_idle
+                    and self._prunes
                     and self._pruner.due()
                     and self._guarded(self._pruner.step)
                 ):
