@@ -250,6 +250,38 @@ def test_pruned_occurrences_are_never_made_again_by_the_scheduler_or_backfill(
     assert [j["scheduled_for"] for j in jobs_of(engine)] == [T0 + 6 * MIN]
 
 
+def test_a_dry_run_cut_short_by_max_says_at_least_of_what_it_leaves_out(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule walked one occurrence at a time (an exclusion) stops at ``--max``:
+    the occurrences it counted were all at or before the watermark, and more
+    may be, so the count of those left out is a lower bound, and says so."""
+    from datetime import date
+
+    from rota.scheduler.control import count_backfill
+    from rota.shared.config.model import MisfirePolicy
+
+    walked = spec(every=None, cron="* * * * *", exclude_dates=(date(2026, 1, 1),),
+                  misfire=MisfirePolicy.CATCH_UP)
+    apply_specs(engine, walked)
+    run_and_finish_schedule(engine, T0 + 5 * MIN)
+    with engine.begin() as conn:
+        prune_finished_batch(conn, PruneRule("SUCCEEDED", "work", DAY), now=T0 + 3 * DAY)
+    counted = count_backfill(engine, "s", T0, T0 + 6 * MIN + timedelta(seconds=30), limit=3)
+    assert (counted.count, counted.exact, counted.pruned) == (4, False, 4)
+    assert not counted.pruned_exact
+    whole = count_backfill(engine, "s", T0, T0 + 6 * MIN + timedelta(seconds=30))
+    assert (whole.count, whole.exact, whole.pruned, whole.pruned_exact) == (7, True, 6, True)
+    span = ["s", "--from", "2026-03-02T00:00:00Z", "--to", "2026-03-02T00:06:30Z"]
+    assert main(["backfill", *span, "--dry-run", "--max", "3", "--db", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "more than 4 occurrences" in out, out
+    assert "at least 4 at or before 2026-03-02T00:05:00Z" in out, out
+    assert main(["backfill", *span, "--dry-run", "--db", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "  6 at or before 2026-03-02T00:05:00Z" in out and "at least" not in out, out
+
+
 def test_a_scheduled_job_ahead_of_its_paused_schedule_cursor_is_kept(engine: Engine) -> None:
     from rota.shared.config.model import MisfirePolicy
 

@@ -126,9 +126,10 @@ class BackfillCount:
     last_key: str | None  # None when not counted that far
     dst_skipped: int
     # Of ``count``: at or before the schedule's ``pruned_through`` (the real run leaves
-    # them out; with ``exact`` False, at least this many).
+    # them out); with ``pruned_exact`` False, at least this many.
     pruned: int = 0
     pruned_through: datetime | None = None
+    pruned_exact: bool = True
 
 
 class BackfillRefused(ValueError):
@@ -220,10 +221,14 @@ def count_backfill(
     end: datetime,
     limit: int = BACKFILL_LIMIT,
     now: datetime | None = None,
+    *,
+    count_pruned: bool = True,
 ) -> BackfillCount:
     """Count the occurrences of ``name`` in ``[start, end)``, walking at most ``limit + 1``.
 
-    Raises ``BackfillRefused`` when ``end`` is later than now (the database clock).
+    With ``count_pruned``, also those at or before the schedule's
+    ``pruned_through`` (``BackfillCount.pruned``). Raises ``BackfillRefused``
+    when ``end`` is later than now (the database clock).
     """
     with engine.begin() as conn:
         row = _require(conn, name)
@@ -242,10 +247,16 @@ def count_backfill(
     first = rule.next_after(start - timedelta(microseconds=1))
     span = scan(rule, first, end, step, repeat_period(spec), limit=limit + 1)
     exact = span.next is None or span.next.instant >= end
-    pruned = 0
-    if watermark is not None:
-        below = min(end, watermark + timedelta(microseconds=1))
-        pruned = scan(rule, first, below, step, repeat_period(spec), limit=limit + 1).count
+    pruned, pruned_exact = 0, True
+    if count_pruned and watermark is not None and span.first is not None:
+        if span.last is not None and span.last <= watermark:
+            # Every occurrence counted lies at or before it: no second walk; and
+            # if the count stopped short, more may.
+            pruned, pruned_exact = span.count, exact
+        elif span.first <= watermark:
+            # It falls inside the counted walk: a shorter one, exact.
+            below = watermark + timedelta(microseconds=1)
+            pruned = scan(rule, first, below, step, repeat_period(spec), limit=limit + 1).count
     return BackfillCount(
         count=span.count,
         exact=exact,
@@ -254,6 +265,7 @@ def count_backfill(
         dst_skipped=span.dst_count,
         pruned=pruned,
         pruned_through=watermark,
+        pruned_exact=pruned_exact,
     )
 
 
@@ -272,7 +284,9 @@ def backfill(
     Refused (``BackfillRefused``, nothing created) past ``limit`` occurrences
     or with ``end`` later than now.
     """
-    counted = count_backfill(engine, name, start, end, limit, now)
+    # The chunks below leave out what lies at or before the watermark, read as
+    # each one commits: that count is not needed here.
+    counted = count_backfill(engine, name, start, end, limit, now, count_pruned=False)
     if not counted.exact or counted.count > limit:
         raise BackfillRefused(
             f"{name} [{utc_key(start)}, {utc_key(end)}) has "

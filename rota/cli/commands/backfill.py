@@ -62,8 +62,9 @@ def _dry_run(args: argparse.Namespace, counted: BackfillCount) -> int:
     if counted.dst_skipped:
         print(f"  {counted.dst_skipped} skipped by the DST policy")
     if counted.pruned and counted.pruned_through is not None:
+        least = "" if counted.pruned_exact else "at least "
         print(
-            f"  {counted.pruned:,} at or before {utc_key(counted.pruned_through)}, where "
+            f"  {least}{counted.pruned:,} at or before {utc_key(counted.pruned_through)}, where "
             "finished jobs were pruned: left out by the real run"
         )
     if not counted.exact or counted.count > args.limit:
