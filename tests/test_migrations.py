@@ -8,10 +8,12 @@ import sys
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from rota.migrations.check import HEAD
 from rota.migrations.runner import (
+    alembic_config,
     current_revision,
     downgrade,
     ensure_migrated,
@@ -112,10 +114,34 @@ def test_a_database_newer_than_this_rota_says_upgrade_rota_not_migrate(
         engine.dispose()
 
 
+@pytest.mark.parametrize("foreign", ["ae1027a6acf", "0011a", "0000"])
+def test_a_revision_no_rota_made_is_named_not_sent_to_migrate(
+    empty_db_url: str, foreign: str
+) -> None:
+    # An application's own Alembic history in the same schema shares the
+    # alembic_version table; `rota migrate` cannot find its revision either.
+    engine = make_engine(empty_db_url)
+    try:
+        upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": foreign})
+        with pytest.raises(SchemaNotReady) as err:
+            ensure_migrated(engine)
+        message = str(err.value)
+        assert f"at revision {foreign!r}, which no rota release made" in message, message
+        assert "rota migrate" not in message and "--schema" in message, message
+    finally:
+        engine.dispose()
+
+
 def test_the_check_knows_the_newest_migration() -> None:
     # rota.migrations.check compares databases with HEAD, without Alembic: a new
     # migration in versions/ must move HEAD too.
     assert head_revision() == HEAD
+    # ... and numbers them as the check reads a rota revision: 0001, 0002, ...
+    script = ScriptDirectory.from_config(alembic_config())
+    revisions = sorted(r.revision for r in script.walk_revisions())
+    assert revisions == [f"{n:04d}" for n in range(1, int(HEAD) + 1)]
 
 
 def test_commands_and_the_executor_start_without_alembic(db_url: str) -> None:

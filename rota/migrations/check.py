@@ -45,12 +45,26 @@ def schema_problem(current: str | None) -> str | None:
         return None
     if current is None:
         return "has no rota schema: run `rota migrate` first"
-    if current.isdigit() and int(current) > int(HEAD):
+    if not _is_rota_revision(current):
+        return (
+            f"is at revision {current!r}, which no rota release made: its "
+            f"{VERSION_TABLE} table belongs to other migrations (an application's own "
+            "Alembic history, say); give rota a schema or database of its own "
+            "(--schema, or a database URL)"
+        )
+    if int(current) > int(HEAD):
         return (
             f"is at schema {current}, newer than this rota ({HEAD}): upgrade rota to the "
             "release that made it"
         )
     return f"is at schema {current}, this rota needs {HEAD}: run `rota migrate`"
+
+
+def _is_rota_revision(revision: str) -> bool:
+    """rota numbers its migrations 0001, 0002, ... (``tests/test_migrations.py``
+    holds every one in ``versions/`` to that): four digits from 0001 on, a
+    later one from a newer release."""
+    return len(revision) == 4 and revision.isascii() and revision.isdigit() and revision != "0000"
 
 
 def ensure_migrated(engine: Engine) -> None:
