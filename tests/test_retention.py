@@ -501,8 +501,7 @@ def test_a_failing_pruning_pass_ends_and_waits_for_the_next_interval(engine: Eng
 
     pruner = Pruner(LoopConnection(engine), broken, interval=60.0)
     assert pruner.due()
-    with pytest.raises(RuntimeError):
-        pruner.step()
+    assert pruner.step() is False  # said (prune_failed), never raised into the claim loop
     now = time.monotonic()
     assert not pruner.due() and pruner.due(now + 61.0)  # the next pass, an interval on
     assert not pruner.overdue(now + 659.0) and pruner.overdue(now + 661.0)
@@ -519,3 +518,65 @@ def test_a_zero_prune_interval_never_makes_a_pass_overdue(engine: Engine) -> Non
 def _states(engine: Engine, ids: Sequence[uuid.UUID]) -> list[str]:
     with engine.connect() as conn:
         return list(conn.execute(select(jobs.c.state).where(jobs.c.job_id.in_(ids))).scalars())
+
+
+def test_an_executor_whose_pruning_fails_keeps_claiming_and_says_prune_failed(
+    fresh_pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Pruning is upkeep: a role that may not DELETE (least privilege, pruning left to
+    # a `rota prune` cron job under another role), a lock or statement timeout on a
+    # big history must not stop the executor (a "permanent" database error), pause
+    # its claims with the outage backoff, or be reported as the database being down.
+    import logging
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from rota.shared.database import make_engine
+
+    role = f"rota_np_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(fresh_pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
+        conn.exec_driver_sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+        conn.exec_driver_sql(f'REVOKE DELETE ON jobs, job_attempts FROM "{role}"')
+    url = make_url(fresh_pg_url).set(username=role).render_as_string(hide_password=False)
+    engine = make_engine(url)
+    caplog.set_level(logging.INFO)
+    try:
+        t = job_type("t")
+        store_types(engine, t)
+        old = add_jobs(engine, t, 5, run_after=T0 - DAY)
+        finish(engine, old, JobState.SUCCEEDED, T0)  # due for pruning
+        ex = Executor(engine, poll_interval=0.05, prune_interval=0.05)
+        stop = threading.Event()
+        thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            def said(event: str) -> list[logging.LogRecord]:
+                return [r for r in caplog.records if getattr(r, "event", "") == event]
+
+            wait_for(lambda: len(said("prune_failed")) >= 2 or not thread.is_alive(),
+                     what="two pruning passes to fail")
+            assert thread.is_alive(), "the executor stopped over a pruning failure"
+            fresh = add_jobs(engine, t, 10)
+            wait_for(lambda: all(s == "SUCCEEDED" for s in _states(engine, fresh)),
+                     what="new jobs to run beside the failing pruning")
+            failed = said("prune_failed")[0]
+            assert "permission denied" in failed.getMessage(), failed.getMessage()
+            assert failed.levelno == logging.WARNING
+            assert not said("database_unusable") and not said("database_unavailable")
+        finally:
+            stop.set()
+            thread.join(15)
+        assert count(engine) == 15  # nothing pruned, nothing lost
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.exec_driver_sql(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+            )
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
+        admin.dispose()

@@ -15,6 +15,13 @@ An executor that never finds the queue empty (a steady backlog) would never
 prune, and its history would grow without end: once a pass is ``OVERDUE_INTERVALS``
 intervals late, the claim loop takes its steps between claims even while busy,
 one step per claim, until the pass is done.
+
+Pruning is upkeep: a step that fails (a role that may not DELETE, a lock or
+statement timeout, a busy SQLite file) never stops the executor or pauses its
+claims. The pass goes on with its other rules, one ``prune_failed`` WARNING a
+pass says what failed and why, and the next pass tries again an interval
+later. While the claim loop is riding out an outage (``Outage.ongoing``), its
+own line says it all and the pruner says nothing more.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from datetime import datetime
 from rota.executor.transactions import LoopConnection
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.events import emit
+from rota.shared.outage import Outage, describe
 from rota.shared.queries.jobs_prune import (
     PRUNE_BATCH,
     PruneRule,
@@ -49,9 +57,11 @@ class Pruner:
         specs: Callable[[], Mapping[str, JobTypeSpec]],
         interval: float = DEFAULT_PRUNE_INTERVAL,
         batch: int | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self._db = db
         self._specs = specs
+        self._outage = outage
         self.interval = interval
         self.batch = batch or (
             PRUNE_BATCH if db.engine.dialect.name == "postgresql" else SQLITE_PRUNE_BATCH
@@ -59,6 +69,7 @@ class Pruner:
         self._next_pass = 0.0  # monotonic; the first pass comes at the first idle moment
         self._born = time.monotonic()  # a busy start is not a late pass
         self._rules: list[PruneRule] | None = None  # the pass under way, rules left
+        self._said_failed = False  # this pass has logged its prune_failed line
 
     def due(self, mono: float | None = None) -> bool:
         return self._rules is not None or (
@@ -77,15 +88,39 @@ class Pruner:
     def step(self, now: datetime | None = None) -> bool:
         """One bounded piece of the current pass; True while the pass has more to do.
 
-        A step that raises with no rule left to try (listing the rules, folding the
+        Never raises an ``Exception``: a failing step is logged (once a pass) and
+        skipped. One with no rule left to try (listing the rules, folding the
         skip ledger, or the last rule) ends the pass: the next comes an interval
         later, instead of being retried after every claim."""
+        doing = "listing the retention rules"
         try:
+            if self._rules is None:
+                self._said_failed = False
+            elif self._rules:
+                rule = self._rules[0]
+                doing = f"pruning {rule.state} jobs of {rule.job_type}"
+            else:
+                doing = "folding the skip ledger"
             return self._step(now)
-        except Exception:
+        except Exception as exc:
+            self._failed(doing, exc)
             if not self._rules:
                 self._end_pass()
-            raise
+                return False
+            return True
+
+    def _failed(self, doing: str, exc: Exception) -> None:
+        if self._said_failed or (self._outage is not None and self._outage.ongoing):
+            return
+        self._said_failed = True
+        emit(
+            log,
+            "prune_failed",
+            logging.WARNING,
+            step=doing,
+            error=describe(exc, self._db.engine.url.render_as_string(hide_password=False)),
+            retry_in_seconds=round(self.interval, 1),
+        )
 
     def _end_pass(self) -> None:
         self._rules = None
@@ -122,9 +157,3 @@ class Pruner:
             emit(log, "skips_folded", rows=folded)
         self._end_pass()
         return False
-
-    def run_pass(self, now: datetime | None = None) -> None:
-        """A whole pass at once (tests and ``Executor.prune_once``)."""
-        self._rules = None
-        while self.step(now):
-            pass

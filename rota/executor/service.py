@@ -160,7 +160,9 @@ class Executor:
         self._scan_starts = ScanStarts()  # claims skip the dead head of the queue index
         # Retention: the claim loop prunes a bounded step when nothing is due, or between
         # claims once a pass is overdue (None: never).
-        self._pruner = Pruner(self._claim_db, self._types.all, prune_interval or 0.0)
+        self._pruner = Pruner(
+            self._claim_db, self._types.all, prune_interval or 0.0, outage=self._outage
+        )
         self._prunes = prune_interval is not None
         # Index upkeep (PostgreSQL): a thread that rebuilds bloated job-table indexes
         # while this executor is idle (None: never).
@@ -275,7 +277,7 @@ class Executor:
                 if not self._idle and self._prunes and self._pruner.overdue():
                     # A busy spell (every claim found work) has made a pruning pass
                     # overdue: one bounded step between claims, until the pass is done.
-                    self._guarded(self._pruner.step)
+                    self._pruner.step()  # never raises: upkeep (see rota.executor.pruner)
                 self._guarded(self._reload_if_stale)
                 if asked == 0 or claimed == asked:
                     # Busy, or more may be due: claim again once enough slots are free.
@@ -291,7 +293,7 @@ class Executor:
                     claimed == 0
                     and self._prunes
                     and self._pruner.due()
-                    and self._guarded(self._pruner.step)
+                    and self._pruner.step()
                 ):
                     wait = 0.0
                 self._wake.wait(wait)
@@ -483,10 +485,6 @@ class Executor:
             )
         observe_swept(self.metrics, swept)
         return swept
-
-    def prune_once(self, now: datetime | None = None) -> None:
-        """Run one whole pruning pass now (the claim loop does it in steps when idle)."""
-        self._pruner.run_pass(now)
 
     def heartbeat_once(self, now: datetime | None = None) -> int:
         """Renew every held lease now (the heartbeat thread does this on its own)."""
