@@ -539,4 +539,5 @@ def test_closing_the_attempts_of_claimed_batches_rewrites_them_in_their_own_page
         )).one()
     assert all(isinstance(r, Finished) for r in done)
     assert updated == 480
-    assert in_place >= 0.8 * updated, f"{in_place} of {updated} attempts closed in place"
+    # Measured: 429 of 480 at fillfactor 50, 284 at 60, 182 at 70, none at 100.
+    assert in_place >= 0.85 * updated, f"{in_place} of {updated} attempts closed in place"
