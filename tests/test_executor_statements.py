@@ -6,8 +6,10 @@ only an older ``lease_generation``: the generation alone must reject it.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text, update
@@ -541,3 +543,67 @@ def test_closing_the_attempts_of_claimed_batches_rewrites_them_in_their_own_page
     assert updated == 480
     # Measured: 429 of 480 at fillfactor 50, 284 at 60, 182 at 70, none at 100.
     assert in_place >= 0.85 * updated, f"{in_place} of {updated} attempts closed in place"
+
+
+def _join_filter_rows(plan: dict[str, Any]) -> int:
+    """Rows a plan's nodes threw away comparing pairs (``Rows Removed by Join Filter``)."""
+    own = int(plan.get("Rows Removed by Join Filter", 0))
+    return own + sum(_join_filter_rows(p) for p in plan.get("Plans", []))
+
+
+def test_batched_fenced_writes_find_their_rows_by_key_whatever_the_statistics_say(
+    pg_engine: Engine,
+) -> None:
+    """Statistics taken while few leases were held (a quiet moment), then thousands held
+    by one executor (a burst; outcomes backed up): outcome and renewal batches must
+    still find each row through the primary key. Fenced with filters on ``jobs``, the
+    planner scanned every lease of the owner and compared each with every batch row
+    (2,000 x 500 comparisons a statement): outcomes piled up, and executors collapsed."""
+    from psycopg.sql import Literal
+
+    from rota.shared.queries.jobs_lease import _pg_renew
+    from rota.shared.queries.jobs_outcome import _pg_finish, _pg_succeed
+
+    spec = job_type("t")
+    store_types(pg_engine, spec)
+    add_jobs(pg_engine, spec, 2100)
+    owner = "ip-10-0-0-1:4242:abcdef01"
+    claim_as(pg_engine, owner, 48)
+    with pg_engine.connect() as conn:
+        conn.execute(text("COMMIT"))
+        conn.execute(text("ANALYZE jobs"))
+    held = [c for _ in range(25) for c in claim_as(pg_engine, owner, 80)]
+    batch = held[:500]
+    ids = [c.job_id for c in batch]
+    gens = [c.lease_generation for c in batch]
+    n = len(batch)
+    statements = {
+        "succeed": (_pg_succeed(), {"ids": ids, "gens": gens}),
+        "finish": (_pg_finish(), {
+            "ids": ids, "gens": gens, "targets": ["FAILED"] * n, "outcomes": ["FAILED"] * n,
+            "codes": ["E"] * n, "details": ["d"] * n, "delays": [0.0] * n,
+            "refunds": [0] * n, "reconciles": [False] * n, "results": [None] * n,
+        }),
+        "renew": (_pg_renew(), {
+            "ids": ids, "gens": gens, "stages": [None] * n, "dones": [None] * n,
+            "totals": [None] * n,
+        }),
+    }
+    for name, (statement, params) in statements.items():
+        with pg_engine.begin() as conn:
+            # A generic plan, as psycopg's prepared statements get after five runs.
+            conn.execute(text("SET LOCAL plan_cache_mode = force_generic_plan"))
+            values = {"owner": owner, "now": None, **params}
+            sql, names = str(statement.compile(dialect=conn.dialect)), []
+            for key in re.findall(r"%\((\w+)\)s", sql):
+                if key not in names:
+                    names.append(key)
+                sql = sql.replace(f"%({key})s", f"${names.index(key) + 1}")
+            conn.exec_driver_sql(f"PREPARE fenced_{name} AS {sql}")
+            driver = conn.connection.driver_connection
+            args = ", ".join(Literal(values[k]).as_string(driver) for k in names)
+            plan = conn.exec_driver_sql(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE fenced_{name}({args})"
+            ).scalar_one()[0]["Plan"]
+            conn.rollback()
+        assert _join_filter_rows(plan) < 10 * n, (name, _join_filter_rows(plan))

@@ -27,7 +27,7 @@ from functools import cache
 
 from sqlalchemy import Connection, TextClause, text
 
-from rota.shared.queries.fence import lease_fence
+from rota.shared.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.shared.queries.sqlparams import (
     PG_NOW,
     SQLITE_NOW,
@@ -87,12 +87,17 @@ def _renew_fence(j: str, now: str) -> str:
 @cache
 def _pg_renew() -> TextClause:
     return text(f"""
+        WITH b AS MATERIALIZED (
+            SELECT *, {PG_BATCH_COLUMNS}, {PG_NOW} AS now
+            FROM unnest(
+                CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:stages AS text[]),
+                CAST(:dones AS bigint[]), CAST(:totals AS bigint[])
+            ) AS b(job_id, gen, stage, done, total)
+        )
         UPDATE jobs AS j SET {_renew_set("j", PG_NOW, pg_now_plus("j.lease_seconds"))}
-        FROM unnest(
-            CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:stages AS text[]),
-            CAST(:dones AS bigint[]), CAST(:totals AS bigint[])
-        ) AS b(job_id, gen, stage, done, total)
-        WHERE {_renew_fence("j", PG_NOW)}
+        FROM b
+        WHERE {pg_batch_fence("j")}
+          AND j.lease_expires_at > b.now
         RETURNING j.job_id, j.state
     """)
 

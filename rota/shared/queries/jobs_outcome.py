@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, TextClause, text
 
-from rota.shared.queries.fence import lease_fence
+from rota.shared.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.shared.queries.sqlparams import (
     PG_NOW,
     SQLITE_NOW,
@@ -120,16 +120,17 @@ def _set_clause(j: str, now: str, now_plus_delay: str) -> str:
             updated_at = {now}"""
 
 
-def _fence(j: str) -> str:
+def _fence(j: str, pg: bool = False) -> str:
     """The lease fence, and: only a job whose cancellation was requested becomes CANCELLED."""
-    return f"{lease_fence(j)} AND (b.target <> 'CANCELLED' OR {j}.state = 'CANCEL_REQUESTED')"
+    fence = pg_batch_fence(j) if pg else lease_fence(j)
+    return f"{fence} AND (b.target <> 'CANCELLED' OR {j}.state = 'CANCEL_REQUESTED')"
 
 
 @cache
 def _pg_finish() -> TextClause:
     return text(f"""
-        WITH b AS (
-            SELECT * FROM unnest(
+        WITH b AS MATERIALIZED (
+            SELECT *, {PG_BATCH_COLUMNS} FROM unnest(
                 CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]),
                 CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
                 CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
@@ -140,16 +141,19 @@ def _pg_finish() -> TextClause:
         done AS (
             UPDATE jobs AS j SET {_set_clause("j", PG_NOW, pg_now_plus("b.delay"))}
             FROM b
-            WHERE {_fence("j")}
-            RETURNING j.job_id, j.lease_generation, j.state
+            WHERE {_fence("j", pg=True)}
+            RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail
         ),
         closed AS (
+            -- The batch row comes back with its job: joining done to b again was
+            -- planned as one row against ten and compared every pair.
             UPDATE job_attempts AS a
             SET ended_at = {PG_NOW},
-                outcome = CASE WHEN done.state = 'CANCELLED' THEN 'CANCELLED' ELSE b.outcome END,
-                error_code = b.code,
-                error_detail = b.detail
-            FROM done JOIN b ON b.job_id = done.job_id
+                outcome = CASE WHEN done.state = 'CANCELLED' THEN 'CANCELLED'
+                               ELSE done.outcome END,
+                error_code = done.code,
+                error_detail = done.detail
+            FROM done
             WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
         )
         SELECT job_id, state FROM done
@@ -160,8 +164,9 @@ def _pg_finish() -> TextClause:
 def _pg_succeed() -> TextClause:
     """The common case, plain successes: two arrays instead of nine, same fence."""
     return text(f"""
-        WITH b AS (
-            SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:gens AS bigint[])) AS b(job_id, gen)
+        WITH b AS MATERIALIZED (
+            SELECT *, {PG_BATCH_COLUMNS}
+            FROM unnest(CAST(:ids AS uuid[]), CAST(:gens AS bigint[])) AS b(job_id, gen)
         ),
         done AS (
             UPDATE jobs AS j
@@ -172,7 +177,7 @@ def _pg_succeed() -> TextClause:
                 finished_at = {PG_NOW},
                 updated_at = {PG_NOW}
             FROM b
-            WHERE {lease_fence("j")}
+            WHERE {pg_batch_fence("j")}
             RETURNING j.job_id, j.lease_generation, j.state
         ),
         closed AS (
