@@ -134,6 +134,38 @@ def test_a_revision_no_rota_made_is_named_not_sent_to_migrate(
         engine.dispose()
 
 
+def test_migrate_refuses_a_revision_it_cannot_upgrade_from_and_says_why(
+    empty_db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rota.cli.main import main
+
+    engine = make_engine(empty_db_url)
+    try:
+        upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = 'ae1027a6acf'"))
+        assert main(["migrate", "--db", empty_db_url]) == 2
+        err = capsys.readouterr().err
+        assert "'ae1027a6acf', which no rota release made" in err, err
+        assert "Traceback" not in err
+        # Two rows (another history with branches shares the table): refused alike,
+        # whichever row a server returns first.
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": HEAD})
+            conn.execute(text("INSERT INTO alembic_version VALUES ('ae1027a6acf')"))
+        with pytest.raises(SchemaNotReady, match="which no rota release made"):
+            ensure_migrated(engine)
+        assert main(["migrate", "--db", empty_db_url]) == 2
+        newer = f"{int(HEAD) + 1:04d}"
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM alembic_version"))
+            conn.execute(text("INSERT INTO alembic_version VALUES (:v)"), {"v": newer})
+        assert main(["migrate", "--db", empty_db_url]) == 2
+        assert "upgrade rota" in capsys.readouterr().err
+    finally:
+        engine.dispose()
+
+
 def test_the_check_knows_the_newest_migration() -> None:
     # rota.migrations.check compares databases with HEAD, without Alembic: a new
     # migration in versions/ must move HEAD too.

@@ -18,10 +18,11 @@ one step per claim, until the pass is done.
 
 Pruning is upkeep: a step that fails (a role that may not DELETE, a lock or
 statement timeout, a busy SQLite file) never stops the executor or pauses its
-claims. The pass goes on with its other rules, one ``prune_failed`` WARNING a
-pass says what failed and why, and the next pass tries again an interval
-later. While the claim loop is riding out an outage (``Outage.ongoing``), its
-own line says it all and the pruner says nothing more.
+claims. The pass goes on with its other rules and the fold, one
+``prune_failed`` WARNING a pass (at most one a minute) says what failed and
+why, and the next pass tries again an interval later. While the claim loop
+is riding out an outage (``Outage.ongoing``), its own line says it all and
+the pruner says nothing more.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ log = logging.getLogger("rota.executor")
 DEFAULT_PRUNE_INTERVAL = 60.0
 SQLITE_PRUNE_BATCH = 500  # one write transaction holds the database's only write lock
 OVERDUE_INTERVALS = 10  # a pass this many intervals late is taken while busy, too
+PRUNE_FAILED_EVERY = 60.0  # seconds: at most one prune_failed line this often
 
 
 class Pruner:
@@ -70,6 +72,7 @@ class Pruner:
         self._born = time.monotonic()  # a busy start is not a late pass
         self._rules: list[PruneRule] | None = None  # the pass under way, rules left
         self._said_failed = False  # this pass has logged its prune_failed line
+        self._said_at = -PRUNE_FAILED_EVERY  # monotonic, when one was last logged
 
     def due(self, mono: float | None = None) -> bool:
         return self._rules is not None or (
@@ -93,18 +96,20 @@ class Pruner:
         skip ledger, or the last rule) ends the pass: the next comes an interval
         later, instead of being retried after every claim."""
         doing = "listing the retention rules"
+        ends = True  # a failure here ends the pass (listing the rules, folding)
         try:
             if self._rules is None:
                 self._said_failed = False
             elif self._rules:
                 rule = self._rules[0]
                 doing = f"pruning {rule.state} jobs of {rule.job_type}"
+                ends = False  # the rule is dropped; the next one, or the fold, follows
             else:
                 doing = "folding the skip ledger"
             return self._step(now)
         except Exception as exc:
             self._failed(doing, exc)
-            if not self._rules:
+            if ends:
                 self._end_pass()
                 return False
             return True
@@ -112,7 +117,10 @@ class Pruner:
     def _failed(self, doing: str, exc: Exception) -> None:
         if self._said_failed or (self._outage is not None and self._outage.ongoing):
             return
-        self._said_failed = True
+        mono = time.monotonic()
+        if mono < self._said_at + PRUNE_FAILED_EVERY:  # passes close together (interval 0)
+            return
+        self._said_failed, self._said_at = True, mono
         emit(
             log,
             "prune_failed",

@@ -32,11 +32,16 @@ def current_revision(engine: Engine) -> str | None:
         with engine.connect() as conn:
             if not inspect(conn).has_table(VERSION_TABLE):
                 return None
-            row = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).first()
+            rows = sorted(
+                str(r) for r in conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
+                .scalars()
+            )
             conn.rollback()
     except SQLAlchemyError as exc:
         raise DatabaseError(f"cannot reach the database: {short_error(exc)}") from None
-    return None if row is None else str(row[0])
+    # Several rows: another migration history (with branches) shares the table; the
+    # joined text is no rota revision, and ``schema_problem`` says so.
+    return ",".join(rows) if rows else None
 
 
 def schema_problem(current: str | None) -> str | None:
@@ -45,7 +50,7 @@ def schema_problem(current: str | None) -> str | None:
         return None
     if current is None:
         return "has no rota schema: run `rota migrate` first"
-    if not _is_rota_revision(current):
+    if not is_rota_revision(current):
         return (
             f"is at revision {current!r}, which no rota release made: its "
             f"{VERSION_TABLE} table belongs to other migrations (an application's own "
@@ -60,11 +65,20 @@ def schema_problem(current: str | None) -> str | None:
     return f"is at schema {current}, this rota needs {HEAD}: run `rota migrate`"
 
 
-def _is_rota_revision(revision: str) -> bool:
+def is_rota_revision(revision: str) -> bool:
     """rota numbers its migrations 0001, 0002, ... (``tests/test_migrations.py``
     holds every one in ``versions/`` to that): four digits from 0001 on, a
     later one from a newer release."""
     return len(revision) == 4 and revision.isascii() and revision.isdigit() and revision != "0000"
+
+
+def migration_refusal(current: str | None) -> str | None:
+    """Why ``rota migrate`` cannot upgrade a database at ``current`` (None: it can)."""
+    if current is None or current == HEAD:
+        return None
+    if is_rota_revision(current) and int(current) < int(HEAD):
+        return None
+    return schema_problem(current)
 
 
 def ensure_migrated(engine: Engine) -> None:

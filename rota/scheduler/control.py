@@ -250,13 +250,17 @@ def count_backfill(
     pruned, pruned_exact = 0, True
     if count_pruned and watermark is not None and span.first is not None:
         if span.last is not None and span.last <= watermark:
-            # Every occurrence counted lies at or before it: no second walk; and
-            # if the count stopped short, more may.
-            pruned, pruned_exact = span.count, exact
+            # Every occurrence counted lies at or before it: no second walk; if the
+            # count stopped short of one after it, more may.
+            pruned = span.count
+            pruned_exact = exact or (span.next is not None and span.next.instant > watermark)
         elif span.first <= watermark:
-            # It falls inside the counted walk: a shorter one, exact.
+            # It falls inside the counted span: a shorter walk (which may stop at
+            # ``limit`` where the first was counted by period).
             below = watermark + timedelta(microseconds=1)
-            pruned = scan(rule, first, below, step, repeat_period(spec), limit=limit + 1).count
+            part = scan(rule, first, below, step, repeat_period(spec), limit=limit + 1)
+            pruned = part.count
+            pruned_exact = part.next is None or part.next.instant >= below
     return BackfillCount(
         count=span.count,
         exact=exact,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rota.cli.common import add_db_option, open_database
+from rota.cli.common import UserError, add_db_option, open_database
+from rota.migrations.check import migration_refusal
 from rota.migrations.runner import current_revision, head_revision, upgrade
 from rota.shared.database import display_url, schema_of
 
@@ -20,13 +21,16 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with open_database(args, migrated=False) as engine:
-        before = current_revision(engine)
-        upgrade(engine)
-        head = head_revision()
         where = display_url(engine.url)
         schema = schema_of(engine.url)
         if schema is not None:
             where += f" schema {schema}"
+        before = current_revision(engine)
+        refusal = migration_refusal(before)
+        if refusal is not None:  # a revision no migration here leads from: nothing done
+            raise UserError(f"the database {where} {refusal}")
+        upgrade(engine)
+        head = head_revision()
         if before == head:
             print(f"{where}: schema already at {head}")
         else:
