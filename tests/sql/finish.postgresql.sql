@@ -1,6 +1,6 @@
 -- Rendered by tests/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
-WITH b AS (
-    SELECT * FROM unnest(
+WITH b AS MATERIALIZED (
+    SELECT *, CAST(:owner AS text) AS owner, TRUE AS leased FROM unnest(
         CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]),
         CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
         CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
@@ -25,17 +25,20 @@ done AS (
     FROM b
     WHERE j.job_id = b.job_id
   AND j.lease_generation = b.gen
-  AND j.lease_owner = :owner
-  AND j.state IN ('RUNNING', 'CANCEL_REQUESTED') AND (b.target <> 'CANCELLED' OR j.state = 'CANCEL_REQUESTED')
-    RETURNING j.job_id, j.lease_generation, j.state
+  AND j.lease_owner = b.owner
+  AND (j.state IN ('RUNNING', 'CANCEL_REQUESTED')) = b.leased AND (b.target <> 'CANCELLED' OR j.state = 'CANCEL_REQUESTED')
+    RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail
 ),
 closed AS (
+    -- The batch row comes back with its job: joining done to b again was
+    -- planned as one row against ten and compared every pair.
     UPDATE job_attempts AS a
     SET ended_at = coalesce(CAST(:now AS timestamptz), now()),
-        outcome = CASE WHEN done.state = 'CANCELLED' THEN 'CANCELLED' ELSE b.outcome END,
-        error_code = b.code,
-        error_detail = b.detail
-    FROM done JOIN b ON b.job_id = done.job_id
+        outcome = CASE WHEN done.state = 'CANCELLED' THEN 'CANCELLED'
+                       ELSE done.outcome END,
+        error_code = done.code,
+        error_detail = done.detail
+    FROM done
     WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
 )
 SELECT job_id, state FROM done;

@@ -1,6 +1,7 @@
 -- Rendered by tests/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
-WITH b AS (
-    SELECT * FROM unnest(CAST(:ids AS uuid[]), CAST(:gens AS bigint[])) AS b(job_id, gen)
+WITH b AS MATERIALIZED (
+    SELECT *, CAST(:owner AS text) AS owner, TRUE AS leased
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:gens AS bigint[])) AS b(job_id, gen)
 ),
 done AS (
     UPDATE jobs AS j
@@ -13,8 +14,8 @@ done AS (
     FROM b
     WHERE j.job_id = b.job_id
   AND j.lease_generation = b.gen
-  AND j.lease_owner = :owner
-  AND j.state IN ('RUNNING', 'CANCEL_REQUESTED')
+  AND j.lease_owner = b.owner
+  AND (j.state IN ('RUNNING', 'CANCEL_REQUESTED')) = b.leased
     RETURNING j.job_id, j.lease_generation, j.state
 ),
 closed AS (
