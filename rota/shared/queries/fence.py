@@ -31,26 +31,28 @@ from rota.shared.states import LEASED_SQL
 
 
 def lease_fence(
-    j: str, *, job_id: str = "b.job_id", generation: str = "b.gen", owner: str = ":owner"
+    j: str,
+    *,
+    job_id: str = "b.job_id",
+    generation: str = "b.gen",
+    owner: str = ":owner",
+    leased: str | None = None,
 ) -> str:
-    """The fence on table alias ``j`` against a batch row (``b``) and the ``:owner`` parameter."""
+    """The fence on table alias ``j`` against a batch row (``b``) and the ``:owner``
+    parameter; ``leased``: the state test compared with that value instead of alone."""
+    state = f"{j}.state IN {LEASED_SQL}"
     return (
         f"{j}.job_id = {job_id}"
         f"\n          AND {j}.lease_generation = {generation}"
         f"\n          AND {j}.lease_owner = {owner}"
-        f"\n          AND {j}.state IN {LEASED_SQL}"
+        f"\n          AND {state if leased is None else f'({state}) = {leased}'}"
     )
 
 
 def pg_batch_fence(j: str) -> str:
     """PostgreSQL's form of the fence, against a ``MATERIALIZED`` batch ``b`` with
     ``job_id``, ``gen`` and the ``PG_BATCH_COLUMNS``: join conditions only (see above)."""
-    return (
-        f"{j}.job_id = b.job_id"
-        f"\n          AND {j}.lease_generation = b.gen"
-        f"\n          AND {j}.lease_owner = b.owner"
-        f"\n          AND ({j}.state IN {LEASED_SQL}) = b.leased"
-    )
+    return lease_fence(j, owner="b.owner", leased="b.leased")
 
 
 # The owner, and TRUE for the state test, as columns of the batch (``pg_batch_fence``).
