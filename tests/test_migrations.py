@@ -94,6 +94,17 @@ def test_unmigrated_database_is_refused_with_a_hint(empty_db_url: str) -> None:
         engine.dispose()
 
 
+def _refusal_at(engine: Engine, revision: str) -> str:
+    """What the schema check says of a migrated database whose alembic_version says
+    ``revision``."""
+    upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": revision})
+    with pytest.raises(SchemaNotReady) as err:
+        ensure_migrated(engine)
+    return str(err.value)
+
+
 def test_a_database_newer_than_this_rota_says_upgrade_rota_not_migrate(
     empty_db_url: str,
 ) -> None:
@@ -101,13 +112,8 @@ def test_a_database_newer_than_this_rota_says_upgrade_rota_not_migrate(
     # newer one migrated) cannot migrate it: `rota migrate` is the wrong advice.
     engine = make_engine(empty_db_url)
     try:
-        upgrade(engine)
         newer = f"{int(HEAD) + 1:04d}"
-        with engine.begin() as conn:
-            conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": newer})
-        with pytest.raises(SchemaNotReady) as err:
-            ensure_migrated(engine)
-        message = str(err.value)
+        message = _refusal_at(engine, newer)
         assert f"at schema {newer}, newer than this rota ({HEAD})" in message, message
         assert "rota migrate" not in message and "upgrade rota" in message, message
     finally:
@@ -122,12 +128,7 @@ def test_a_revision_no_rota_made_is_named_not_sent_to_migrate(
     # alembic_version table; `rota migrate` cannot find its revision either.
     engine = make_engine(empty_db_url)
     try:
-        upgrade(engine)
-        with engine.begin() as conn:
-            conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": foreign})
-        with pytest.raises(SchemaNotReady) as err:
-            ensure_migrated(engine)
-        message = str(err.value)
+        message = _refusal_at(engine, foreign)
         assert f"at revision {foreign!r}, which no rota release made" in message, message
         assert "rota migrate" not in message and "--schema" in message, message
     finally:

@@ -544,22 +544,17 @@ def test_an_executor_whose_pruning_fails_keeps_claiming_and_says_prune_failed(
     # a `rota prune` cron job under another role), a lock or statement timeout on a
     # big history must not stop the executor (a "permanent" database error), pause
     # its claims with the outage backoff, or be reported as the database being down.
+    from rota.shared.database import make_engine
+    from tests.pg_roles import login_role
+
+    revoke = 'REVOKE DELETE ON jobs, job_attempts FROM "{role}"'
+    with login_role(fresh_pg_url, "rota_np", [revoke]) as url:
+        _prune_failing_as(make_engine(url), caplog)
+
+
+def _prune_failing_as(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-
-    from rota.shared.database import make_engine
-
-    role = f"rota_np_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(fresh_pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
-        conn.exec_driver_sql(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
-        conn.exec_driver_sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
-        conn.exec_driver_sql(f'REVOKE DELETE ON jobs, job_attempts FROM "{role}"')
-    url = make_url(fresh_pg_url).set(username=role).render_as_string(hide_password=False)
-    engine = make_engine(url)
     caplog.set_level(logging.INFO)
     try:
         t = job_type("t")
@@ -602,10 +597,3 @@ def test_an_executor_whose_pruning_fails_keeps_claiming_and_says_prune_failed(
         assert count(engine) == 15  # nothing pruned, nothing lost
     finally:
         engine.dispose()
-        with admin.connect() as conn:
-            conn.exec_driver_sql(
-                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
-            )
-            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
-            conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
-        admin.dispose()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 from tests.executor_support import REPO_ROOT, subprocess_env, wait_for
+from tests.pg_roles import login_role
 
 pytestmark = pytest.mark.slow
 
@@ -30,24 +30,12 @@ GUARD_SECONDS = 30.0
 @pytest.fixture
 def role_url(fresh_pg_url: str) -> Iterator[tuple[str, str]]:
     """(URL of a login role of its own with rota's privileges, its database name)."""
-    role = f"rota_r_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(fresh_pg_url, isolation_level="AUTOCOMMIT")
-    database = make_url(fresh_pg_url).database
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
-        conn.exec_driver_sql(f'GRANT CONNECT ON DATABASE "{database}" TO "{role}"')
-        conn.exec_driver_sql(f'REVOKE CONNECT ON DATABASE "{database}" FROM PUBLIC')
-        conn.exec_driver_sql(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
-        conn.exec_driver_sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
-    url = make_url(fresh_pg_url).set(username=role).render_as_string(hide_password=False)
-    yield url, str(database)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(
-            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
-        )
-        conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
-        conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
-    admin.dispose()
+    connect_only = [
+        'GRANT CONNECT ON DATABASE "{database}" TO "{role}"',
+        'REVOKE CONNECT ON DATABASE "{database}" FROM PUBLIC',
+    ]
+    with login_role(fresh_pg_url, "rota_r", connect_only) as url:
+        yield url, str(make_url(fresh_pg_url).database)
 
 
 def test_connect_privilege_revoked_mid_run_exits_1(
