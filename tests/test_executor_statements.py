@@ -225,6 +225,56 @@ def test_complete_and_stale_generation_same_owner_is_fenced(
     assert finish(engine, success(new)) == set()
 
 
+def test_a_stale_copy_in_the_batch_of_the_current_outcome_neither_lands_nor_is_reported(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
+    """One batch carrying a job's current outcome and a stale copy (an older
+    generation), in either order: the job and its attempt row both take the
+    current one, and only the current one is reported written."""
+    for stale_first in (True, False):
+        (job_id,) = add_jobs(engine, spec)
+        (old,) = claim(engine)
+        expire_all(engine)
+        (new,) = claim(engine)
+        stale = Finish(job_id, old.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
+                       "STALE", "from the stale attempt")
+        current = Finish(job_id, new.lease_generation, JobState.RETRY_WAIT,
+                         AttemptOutcome.RETRY, "GOOD", "from the current attempt",
+                         delay_seconds=60)
+        batch = [stale, current] if stale_first else [current, stale]
+        with engine.begin() as conn:
+            results = finish_if_lease_held(conn, owner=OWNER, finishes=batch)
+        written = {(r.job_id, f.generation) for r, f in zip(results, batch, strict=True)
+                   if isinstance(r, Finished)}
+        assert written == {(job_id, new.lease_generation)}
+        row = job_row(engine, job_id)
+        assert (row["state"], row["last_error_code"]) == ("RETRY_WAIT", "GOOD")
+        atts = attempt_rows(engine, job_id)
+        assert [(a["outcome"], a["error_code"]) for a in atts] == [
+            ("LEASE_EXPIRED", "LEASE_EXPIRED"), ("RETRY", "GOOD")]
+        with engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
+                state="CANCELLED", run_after=FAR_FUTURE))
+
+
+def test_two_outcomes_for_one_lease_in_a_batch_write_the_first_to_job_and_attempt(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
+    (job_id,) = add_jobs(engine, spec)
+    (c,) = claim(engine)
+    first = Finish(job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
+                   "FIRST", "first")
+    second = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY,
+                    "SECOND", "second", delay_seconds=60)
+    with engine.begin() as conn:
+        results = finish_if_lease_held(conn, owner=OWNER, finishes=[first, second])
+    assert [type(r) for r in results] == [Finished, Finished]
+    row = job_row(engine, job_id)
+    assert (row["state"], row["last_error_code"]) == ("FAILED", "FIRST")
+    assert [(a["outcome"], a["error_code"]) for a in attempt_rows(engine, job_id)] == [
+        ("FAILED", "FIRST")]
+
+
 def test_other_owner_is_fenced(engine: Engine, spec: JobTypeSpec) -> None:
     add_jobs(engine, spec)
     (c,) = claim(engine)

@@ -41,4 +41,4 @@ closed AS (
     FROM done
     WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
 )
-SELECT job_id, state FROM done;
+SELECT job_id, lease_generation, state FROM done;

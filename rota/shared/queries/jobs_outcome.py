@@ -156,7 +156,7 @@ def _pg_finish() -> TextClause:
             FROM done
             WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
         )
-        SELECT job_id, state FROM done
+        SELECT job_id, lease_generation, state FROM done
     """)
 
 
@@ -186,7 +186,7 @@ def _pg_succeed() -> TextClause:
             FROM done
             WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
         )
-        SELECT job_id, state FROM done
+        SELECT job_id, lease_generation, state FROM done
     """)
 
 
@@ -240,9 +240,27 @@ _SQLITE_CLOSE_ATTEMPTS = text(f"""
 def finish_if_lease_held(
     conn: Connection, *, owner: str, finishes: Sequence[Finish], now: datetime | None = None
 ) -> list[Written]:
-    """Write each outcome whose lease ``owner`` still holds; one result per finish, in order."""
-    rows = _finish(conn, owner, finishes, now)
-    return [rows.get(f.job_id) or LeaseLost(f.job_id, f.generation) for f in finishes]
+    """Write each outcome whose lease ``owner`` still holds; one result per finish, in order.
+
+    A finish is written for its job and generation: a stale copy of a job's
+    outcome (an older generation) in the same batch is ``LeaseLost``, and of
+    two for the same generation the first is written (both report it).
+    """
+    rows = _finish(conn, owner, _first_per_lease(finishes), now)
+    return [rows.get((f.job_id, f.generation)) or LeaseLost(f.job_id, f.generation)
+            for f in finishes]
+
+
+def _first_per_lease(finishes: Sequence[Finish]) -> list[Finish]:
+    """One finish per (job, generation): an UPDATE joined with two would take either."""
+    seen: set[tuple[uuid.UUID, int]] = set()
+    unique = []
+    for f in finishes:
+        key = (f.job_id, f.generation)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
 
 
 def complete_if_lease_held(
@@ -302,7 +320,8 @@ def _storable(f: Finish) -> Finish:
 
 def _finish(
     conn: Connection, owner: str, finishes: Sequence[Finish], now: datetime | None
-) -> dict[uuid.UUID, Finished]:
+) -> dict[tuple[uuid.UUID, int], Finished]:
+    """The finishes written, by (job, generation); ``finishes`` has one per pair."""
     if not finishes:
         return {}
     if is_pg(conn):
@@ -316,7 +335,7 @@ def _finish(
                     "gens": [f.generation for f in finishes],
                 },
             ).all()
-            return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
+            return _written(rows)
         finishes = [_storable(f) for f in finishes]
         rows = conn.execute(
             _pg_finish(),
@@ -335,7 +354,7 @@ def _finish(
                 "results": [f.result_ref for f in finishes],
             },
         ).all()
-        return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[1])) for r in rows}
+        return _written(rows)
     finishes = [_storable(f) for f in finishes]
     batch = [
         {
@@ -355,10 +374,10 @@ def _finish(
     rows = conn.execute(_sqlite_finish(), {**params, "batch": sqlite_batch(batch)}).all()
     if not rows:
         return {}
-    by_id = {f.job_id.hex: f for f in finishes}
+    by_lease = {(f.job_id.hex, f.generation): f for f in finishes}
     closed = []
     for r in rows:
-        f = by_id[r[0]]
+        f = by_lease[(r[0], int(r[1]))]
         outcome = AttemptOutcome.CANCELLED if r[2] == JobState.CANCELLED else f.outcome
         closed.append(
             {
@@ -370,4 +389,13 @@ def _finish(
             }
         )
     conn.execute(_SQLITE_CLOSE_ATTEMPTS, {"now": params["now"], "batch": sqlite_batch(closed)})
-    return {read_id(r[0]): Finished(read_id(r[0]), JobState(r[2])) for r in rows}
+    return _written(rows)
+
+
+def _written(rows: Sequence[Any]) -> dict[tuple[uuid.UUID, int], Finished]:
+    """Rows of (job_id, lease_generation, state), as the statements return them."""
+    written = {}
+    for r in rows:
+        job_id = read_id(r[0])
+        written[(job_id, int(r[1]))] = Finished(job_id, JobState(r[2]))
+    return written
