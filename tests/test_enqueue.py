@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from rota.shared.config.model import JobTypeSpec
 from rota.shared.database import make_engine
 from rota.shared.enqueue import (
+    FIRST_PIPELINE_BATCH,
     PIPELINE_BATCH,
     JobRequest,
     UnknownJobType,
@@ -237,9 +238,9 @@ def test_the_api_types_stay_dataclasses(with_job_type: Engine) -> None:
     assert dataclasses.asdict(result) == {"job_id": result.job_id, "created": True}
 
 
-# -- big batches: on PostgreSQL, sent in pipelined INSERTs of PIPELINE_BATCH ------------
+# -- big batches: on PostgreSQL, sent in pipelined INSERTs of PIPELINE_BATCH (the first smaller)
 
-BIG = 4 * PIPELINE_BATCH + 7  # five INSERTs, the last one short
+BIG = 4 * PIPELINE_BATCH + 7  # five INSERTs (the first of FIRST_PIPELINE_BATCH), the last one short
 
 
 @pytest.mark.parametrize("position", [0, PIPELINE_BATCH + 1, BIG - 1])
@@ -330,7 +331,8 @@ def test_a_refused_batch_outranks_a_later_bad_value(fresh_pg_url: str) -> None:
     engine = make_engine(fresh_pg_url)
     try:
         with_job_type(engine)
-        last_of_the_fourth = 4 * PIPELINE_BATCH - 1
+        first_of_the_fifth = FIRST_PIPELINE_BATCH + 3 * PIPELINE_BATCH
+        last_of_the_fourth = first_of_the_fifth - 1
         with engine.begin() as conn:
             conn.exec_driver_sql("CREATE TABLE orders (id integer)")
             conn.exec_driver_sql(
@@ -340,7 +342,7 @@ def test_a_refused_batch_outranks_a_later_bad_value(fresh_pg_url: str) -> None:
         # The last row of the fourth INSERT is refused; the fifth's first request
         # is bad, found while the database still inserts the fourth.
         requests = [JobRequest("report", args={"i": i}) for i in range(BIG)]
-        requests[4 * PIPELINE_BATCH] = JobRequest("report", priority=10**20)
+        requests[first_of_the_fifth] = JobRequest("report", priority=10**20)
         with pytest.raises(IntegrityError, match="refused"), engine.begin() as conn:
             conn.exec_driver_sql("INSERT INTO orders VALUES (42)")
             # A caller following the README catches ValueError, then commits.

@@ -62,6 +62,8 @@ DEDUP_KEY_MAX = 400
 NAME_MAX = 200
 # Jobs per INSERT when a call's jobs are pipelined (``insert_keyless_jobs_pipelined``).
 PIPELINE_BATCH = 200
+# The first of them: the database waits for it (``_checked_batches``).
+FIRST_PIPELINE_BATCH = 50
 
 
 __all__ = ["Enqueued", "JobRequest", "QueueFull", "UnknownJobType", "enqueue", "enqueue_many"]
@@ -152,11 +154,12 @@ def enqueue_many(
         check_text("job_type", r.job_type, NAME_MAX)
     specs = get_job_types(connection, {r.job_type for r in wanted}, schema=schema)
     n = len(wanted)
-    ids = new_job_ids(n)
     if n > PIPELINE_BATCH and _pipelines(connection, wanted, specs):
-        batches = _checked_batches(wanted, specs, ids)
-        insert_keyless_jobs_pipelined(connection, batches, schema=schema)
-        return [Enqueued(job_id, True) for job_id in ids]
+        made: list[uuid.UUID] = []  # filled batch by batch, as each is checked
+        insert_keyless_jobs_pipelined(connection, _checked_batches(wanted, specs, made),
+                                      schema=schema)
+        return [Enqueued(job_id, True) for job_id in made]
+    ids = new_job_ids(n)
     new_jobs = [_new_job(r, specs, i, n, ids[i]) for i, r in enumerate(wanted)]
     _refuse_past_limits(connection, specs, new_jobs, schema)
     inserted = insert_jobs_or_skip(connection, new_jobs, schema=schema)
@@ -196,13 +199,26 @@ def _pipelines(
 
 
 def _checked_batches(
-    wanted: list[JobRequest], specs: Mapping[str, JobTypeSpec], ids: list[uuid.UUID]
+    wanted: list[JobRequest], specs: Mapping[str, JobTypeSpec], made: list[uuid.UUID]
 ) -> Iterator[list[NewJob]]:
-    """The jobs in batches of ``PIPELINE_BATCH``, each checked as it is taken."""
+    """The jobs in batches, each checked (and its ids made) as it is taken.
+
+    The database starts inserting once the first batch is sent, so that one
+    is small (``FIRST_PIPELINE_BATCH``), the others ``PIPELINE_BATCH``; the
+    ids of a batch are made with it, while the database inserts the batch
+    before. ``made`` gets them in request order.
+    """
     n = len(wanted)
-    for start in range(0, n, PIPELINE_BATCH):
-        chunk = wanted[start : start + PIPELINE_BATCH]
-        yield [_new_job(r, specs, i, n, ids[i]) for i, r in enumerate(chunk, start)]
+    start = 0
+    while start < n:
+        size = FIRST_PIPELINE_BATCH if start == 0 else PIPELINE_BATCH
+        chunk = wanted[start : start + size]
+        ids = new_job_ids(len(chunk))
+        batch = [_new_job(r, specs, i, n, job_id)
+                 for (i, r), job_id in zip(enumerate(chunk, start), ids, strict=True)]
+        made.extend(ids)
+        start += len(chunk)
+        yield batch
 
 
 def _connection_of(conn: object) -> Connection:
