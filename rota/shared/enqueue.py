@@ -155,10 +155,9 @@ def enqueue_many(
     specs = get_job_types(connection, {r.job_type for r in wanted}, schema=schema)
     n = len(wanted)
     if n > PIPELINE_BATCH and _pipelines(connection, wanted, specs):
-        made: list[uuid.UUID] = []  # filled batch by batch, as each is checked
-        insert_keyless_jobs_pipelined(connection, _checked_batches(wanted, specs, made),
-                                      schema=schema)
-        return [Enqueued(job_id, True) for job_id in made]
+        batches = _checked_batches(wanted, specs)
+        sent = insert_keyless_jobs_pipelined(connection, batches, schema=schema)
+        return [Enqueued(job_id, True) for job_id in sent]
     ids = new_job_ids(n)
     new_jobs = [_new_job(r, specs, i, n, ids[i]) for i, r in enumerate(wanted)]
     _refuse_past_limits(connection, specs, new_jobs, schema)
@@ -199,14 +198,14 @@ def _pipelines(
 
 
 def _checked_batches(
-    wanted: list[JobRequest], specs: Mapping[str, JobTypeSpec], made: list[uuid.UUID]
+    wanted: list[JobRequest], specs: Mapping[str, JobTypeSpec]
 ) -> Iterator[list[NewJob]]:
     """The jobs in batches, each checked (and its ids made) as it is taken.
 
     The database starts inserting once the first batch is sent, so that one
     is small (``FIRST_PIPELINE_BATCH``), the others ``PIPELINE_BATCH``; the
     ids of a batch are made with it, while the database inserts the batch
-    before. ``made`` gets them in request order.
+    before.
     """
     n = len(wanted)
     start = 0
@@ -214,11 +213,9 @@ def _checked_batches(
         size = FIRST_PIPELINE_BATCH if start == 0 else PIPELINE_BATCH
         chunk = wanted[start : start + size]
         ids = new_job_ids(len(chunk))
-        batch = [_new_job(r, specs, i, n, job_id)
-                 for (i, r), job_id in zip(enumerate(chunk, start), ids, strict=True)]
-        made.extend(ids)
+        yield [_new_job(r, specs, i, n, job_id)
+               for (i, r), job_id in zip(enumerate(chunk, start), ids, strict=True)]
         start += len(chunk)
-        yield batch
 
 
 def _connection_of(conn: object) -> Connection:

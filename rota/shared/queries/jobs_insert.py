@@ -212,8 +212,10 @@ def can_pipeline(conn: Connection) -> bool:
 
 def insert_keyless_jobs_pipelined(
     conn: Connection, batches: Iterable[Sequence[NewJob]], *, schema: str | None = None
-) -> None:
+) -> list[uuid.UUID]:
     """Insert batches of jobs without dedup keys, each sent while the next one is made.
+
+    Returns the ids inserted, in the order of the batches' jobs.
 
     ``batches`` is lazy: the producer checks a batch's values as it is
     iterated. In PostgreSQL's pipeline mode a batch's INSERT goes out at once
@@ -266,6 +268,7 @@ def insert_keyless_jobs_pipelined(
         inserted = cursor.rowcount
         cursor.close()
         _check_all_inserted(inserted, count)
+    return sent
 
 
 def _check_all_inserted(inserted: int, count: int) -> None:
