@@ -150,6 +150,53 @@ def test_a_claim_scans_from_where_the_last_began_and_from_the_head_within_rescan
     assert len(seen) == len(set(seen)) == len(low) + 3  # each once, none lost
 
 
+def test_head_scans_come_less_often_while_they_find_nothing_hidden(pg_engine: Engine) -> None:
+    """Each scan from the head reads the dead entries of every job claimed since the
+    last VACUUM. While such scans find nothing the start hid, the next comes twice as
+    late (up to ``longest``); one that finds a hidden job, or an empty queue, brings
+    the interval back to ``rescan``. Every job is claimed once, none lost."""
+    spec = job_type("t")
+    store_types(pg_engine, spec)
+    clock = [0.0]
+    starts = ScanStarts(rescan=0.25, longest=2.0, clock=lambda: clock[0])
+    now = datetime.now(UTC)
+    backlog = add_jobs(pg_engine, spec, 12, run_after=now - timedelta(seconds=60))
+    seen: list[uuid.UUID] = []
+
+    def claimed() -> list[uuid.UUID]:
+        ids = [c.job_id for c in claim_as(pg_engine, OWNER, 1, starts=starts)]
+        seen.extend(ids)
+        return ids
+
+    def head_scan_after() -> float:
+        """Claims until one scans from the head; the seconds from the last one."""
+        waited = starts.until_head_scan()
+        clock[0] += waited
+        assert starts.next() is None  # due now: this claim reads from the head
+        assert claimed()
+        assert starts.next() is not None  # and the next from its start
+        return waited
+
+    assert claimed()  # the first claim reads from the head: nothing to start from
+    assert starts.until_head_scan() == 0.25
+    assert [head_scan_after() for _ in range(5)] == [0.25, 0.5, 1.0, 2.0, 2.0]
+    (hidden,) = add_jobs(pg_engine, spec, run_after=now - timedelta(seconds=120))
+    clock[0] += 1.0
+    assert claimed()[0] in backlog  # from the start: the hidden job lies before it
+    assert starts.until_head_scan() == 1.0
+    assert head_scan_after() == 1.0 and seen[-1] == hidden  # found: the interval resets
+    assert starts.until_head_scan() == 0.25
+    assert head_scan_after() == 0.25  # nothing hidden this time: twice as long again
+    assert starts.until_head_scan() == 0.5
+    while claimed():
+        pass
+    assert len(seen) == len(set(seen)) == len(backlog) + 1
+    assert starts.until_head_scan() == float("inf")  # drained: from the head at once
+    (late,) = add_jobs(pg_engine, spec)
+    assert claimed() == [late]
+    assert starts.until_head_scan() == 0.25  # a new backlog starts from the shortest
+
+
 def test_claim_serves_only_its_pools_and_batch_size(engine: Engine) -> None:
     a, b = job_type("a", pool="pa"), job_type("b", pool="pb")
     store_types(engine, a, b)

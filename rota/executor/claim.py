@@ -23,9 +23,11 @@ from rota.shared.queries.jobs_claim import (
     claim_unkeyed_jobs,
 )
 
-# The longest a lock-free claim goes on scanning from where the last one began: a
-# job made claimable before that place (of the same priority) waits about this long.
+# How soon a lock-free claim scans from the head again after its last scan from
+# there, at first and at most: a job of the same priority made claimable before
+# where the claims start waits about this long (see ScanStarts).
 RESCAN_SECONDS = 0.25
+LONGEST_RESCAN_SECONDS = 2.0
 
 
 class ScanStarts:
@@ -35,26 +37,39 @@ class ScanStarts:
     began (its first job, in claim order), not from the head, where the dead
     entries of every job claimed since the last VACUUM lie; jobs of a lower
     priority number than that first job's are read from the head still. From
-    the head again: once ``rescan`` seconds have passed since the last scan from
+    the head again: once the interval has passed since the last scan from
     there, and at once when nothing is found after the start (``claim_jobs``).
+    The interval starts at ``rescan`` seconds and doubles, up to ``longest``,
+    each time a scan from the head finds no job the start hid; one that finds
+    such a job, or nothing at all, brings it back to ``rescan``.
+
     A job of the start's priority made claimable before it (a ``run_after`` in
-    the past, a row another claimer had locked) waits that long: the executor,
-    having claimed fewer jobs than it asked for, waits no longer than
+    the past, a row another claimer had locked) waits up to the interval: the
+    executor, having claimed fewer jobs than it asked for, waits no longer than
     ``until_head_scan()`` before it claims again. Only the order of jobs of one
     priority is at stake here: every guard of the claim stays in its statement.
     """
 
     def __init__(
-        self, rescan: float = RESCAN_SECONDS, clock: Callable[[], float] = time.monotonic
+        self,
+        rescan: float = RESCAN_SECONDS,
+        longest: float = LONGEST_RESCAN_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rescan = rescan
+        self.longest = longest
         self._clock = clock
         self._start: ScanStart | None = None
         self._from_head_at = -float("inf")
+        self._doublings = 0  # head scans in a row that found nothing hidden
+
+    def interval(self) -> float:
+        """Seconds between scans from the head, as things stand."""
+        return min(self.rescan * 2**self._doublings, max(self.rescan, self.longest))
 
     def next(self) -> ScanStart | None:
         """Where the next claim starts; None: from the head."""
-        if self._clock() - self._from_head_at >= self.rescan:
+        if self._clock() - self._from_head_at >= self.interval():
             return None
         return self._start
 
@@ -62,13 +77,29 @@ class ScanStarts:
         """Seconds until a claim scans from the head again; infinite if the next one does."""
         if self._start is None:
             return float("inf")
-        return max(0.0, self.rescan - (self._clock() - self._from_head_at))
+        return max(0.0, self.interval() - (self._clock() - self._from_head_at))
 
     def claimed(self, start: ScanStart | None, claimed: Sequence[ClaimedJob]) -> None:
         """A claim that started at ``start`` took ``claimed`` (in claim order)."""
         if start is None:
             self._from_head_at = self._clock()
+            if not claimed or _hidden_by(self._start, claimed):
+                self._doublings = 0
+            elif self._start is not None and self.interval() < self.longest:
+                self._doublings += 1
         self._start = ScanStart.of(claimed[0]) if claimed else None
+
+
+def _hidden_by(start: ScanStart | None, claimed: Sequence[ClaimedJob]) -> bool:
+    """Whether a claim from the head took a job that a claim from ``start`` would not
+    have reached: one of the start's priority that sorts before it."""
+    if start is None:
+        return False
+    for job in claimed:
+        place = ScanStart.of(job)
+        if place is not None and place.priority == start.priority and place < start:
+            return True
+    return False
 
 
 def claim_jobs(
