@@ -65,7 +65,7 @@ class ScanStarts:
 
     def interval(self) -> float:
         """Seconds between scans from the head, as things stand."""
-        return min(self.rescan * 2**self._doublings, max(self.rescan, self.longest))
+        return min(self.rescan * float(2**self._doublings), max(self.rescan, self.longest))
 
     def next(self) -> ScanStart | None:
         """Where the next claim starts; None: from the head."""
