@@ -544,8 +544,9 @@ def test_a_job_due_before_where_the_claims_start_waits_no_poll(
 ) -> None:
     """PostgreSQL claims scan from where the last one began (ScanStarts): a job due a
     minute ago, enqueued with one due now, lies before that place. Having claimed fewer
-    jobs than it asked for, the executor claims again from the head when the rescan time
-    is up, not at the 30 s poll."""
+    jobs than it asked for, the executor claims again from the head when the interval
+    between head scans is up (here a fixed 3 s: ``rescan`` above ``longest``), not at the
+    30 s poll."""
     spec = job_type("t")
     store_types(engine, spec)
     ex = start_executor(concurrency=4, poll_interval=30, sweep_interval=30)

@@ -158,22 +158,22 @@ def test_head_scans_come_less_often_while_they_find_nothing_hidden(pg_engine: En
     spec = job_type("t")
     store_types(pg_engine, spec)
     clock = [0.0]
-    starts = ScanStarts(rescan=0.25, longest=2.0, clock=lambda: clock[0])
+    starts = ScanStarts(clock=lambda: clock[0])  # the defaults: 0.25 s doubling to 2 s
     now = datetime.now(UTC)
     backlog = add_jobs(pg_engine, spec, 12, run_after=now - timedelta(seconds=60))
     seen: list[uuid.UUID] = []
 
-    def claimed() -> list[uuid.UUID]:
-        ids = [c.job_id for c in claim_as(pg_engine, OWNER, 1, starts=starts)]
+    def claimed(n: int = 1) -> list[uuid.UUID]:
+        ids = [c.job_id for c in claim_as(pg_engine, OWNER, n, starts=starts)]
         seen.extend(ids)
         return ids
 
-    def head_scan_after() -> float:
-        """Claims until one scans from the head; the seconds from the last one."""
+    def head_scan_after(n: int = 1) -> float:
+        """Claims once the next claim scans from the head; the seconds waited for it."""
         waited = starts.until_head_scan()
         clock[0] += waited
         assert starts.next() is None  # due now: this claim reads from the head
-        assert claimed()
+        assert claimed(n)
         assert starts.next() is not None  # and the next from its start
         return waited
 
@@ -188,9 +188,19 @@ def test_head_scans_come_less_often_while_they_find_nothing_hidden(pg_engine: En
     assert starts.until_head_scan() == 0.25
     assert head_scan_after() == 0.25  # nothing hidden this time: twice as long again
     assert starts.until_head_scan() == 0.5
+    # A hidden job behind one of a lower priority number (read from the head by every
+    # claim, so never hidden itself) in the same claim still resets the interval.
+    (urgent,) = add_jobs(pg_engine, spec, priority=-1)
+    (behind,) = add_jobs(pg_engine, spec, run_after=now - timedelta(seconds=90))
+    assert head_scan_after(2) == 0.5 and seen[-2:] == [urgent, behind]
+    assert starts.until_head_scan() == 0.25
+    assert claimed()[0] in backlog  # from the start again: it is a backlog job's place
+    (urgent,) = add_jobs(pg_engine, spec, priority=-1)
+    assert head_scan_after() == 0.25 and seen[-1] == urgent  # not hidden: doubles
+    assert starts.until_head_scan() == 0.5
     while claimed():
         pass
-    assert len(seen) == len(set(seen)) == len(backlog) + 1
+    assert len(seen) == len(set(seen)) == len(backlog) + 4
     assert starts.until_head_scan() == float("inf")  # drained: from the head at once
     (late,) = add_jobs(pg_engine, spec)
     assert claimed() == [late]

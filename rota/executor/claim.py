@@ -39,9 +39,10 @@ class ScanStarts:
     priority number than that first job's are read from the head still. From
     the head again: once the interval has passed since the last scan from
     there, and at once when nothing is found after the start (``claim_jobs``).
-    The interval starts at ``rescan`` seconds and doubles, up to ``longest``,
-    each time a scan from the head finds no job the start hid; one that finds
-    such a job, or nothing at all, brings it back to ``rescan``.
+    The interval starts at ``rescan`` seconds and doubles, up to ``longest``
+    (never below ``rescan``), each time a scan from the head made while there
+    was a start finds no job the start hid; one that finds such a job, or
+    claims nothing at all, brings it back to ``rescan``.
 
     A job of the start's priority made claimable before it (a ``run_after`` in
     the past, a row another claimer had locked) waits up to the interval: the
@@ -61,7 +62,7 @@ class ScanStarts:
         self._clock = clock
         self._start: ScanStart | None = None
         self._from_head_at = -float("inf")
-        self._doublings = 0  # head scans in a row that found nothing hidden
+        self._doublings = 0  # times the interval has doubled since it was last reset
 
     def interval(self) -> float:
         """Seconds between scans from the head, as things stand."""
@@ -85,7 +86,7 @@ class ScanStarts:
             self._from_head_at = self._clock()
             if not claimed or _hidden_by(self._start, claimed):
                 self._doublings = 0
-            elif self._start is not None and self.interval() < self.longest:
+            elif self._start is not None and 0 < self.interval() < self.longest:
                 self._doublings += 1
         self._start = ScanStart.of(claimed[0]) if claimed else None
 
