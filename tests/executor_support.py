@@ -182,7 +182,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or the read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -28,6 +29,7 @@ from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.shared.config.model import Backoff, Isolation, JobTypeSpec
 from rota.shared.queries.jobs_control import request_cancel
+from tests import executor_support as support
 from tests.executor_support import (
     add_jobs,
     alive,
@@ -321,3 +323,22 @@ def test_the_reconcile_hook_runs_in_a_child_too(
     wait_for(state_is(engine, job_id, "SUCCEEDED"), timeout=30, what="SUCCEEDED")
     assert lines(out) == ["reconcile 2"]
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["AMBIGUOUS", "RECONCILED"]
+
+
+def test_alive_is_false_for_a_process_reaped_while_its_stat_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The test helper ``alive``: a process that exits and is reaped between the open
+    and the read of its /proc stat file is gone (the read fails with ESRCH), not an
+    error in the test that asked (seen once in CI, on a killed isolated handler)."""
+    child = subprocess.Popen(["sleep", "60"])
+    real_open = open
+
+    def open_then_reap(path: str, *args: Any, **kwargs: Any) -> Any:
+        f = real_open(path, *args, **kwargs)
+        child.kill()
+        child.wait(10)
+        return f
+
+    monkeypatch.setattr(support, "open", open_then_reap, raising=False)
+    assert support.alive(child.pid) is False
