@@ -153,7 +153,7 @@ def test_a_claim_scans_from_where_the_last_began_and_from_the_head_within_rescan
 def test_head_scans_come_less_often_while_they_find_nothing_hidden(pg_engine: Engine) -> None:
     """Each scan from the head reads the dead entries of every job claimed since the
     last VACUUM. While such scans find nothing the start hid, the next comes twice as
-    late (up to ``longest``); one that finds a hidden job, or an empty queue, brings
+    late (up to ``longest``); one that finds a hidden job, or claims nothing, brings
     the interval back to ``rescan``. Every job is claimed once, none lost."""
     spec = job_type("t")
     store_types(pg_engine, spec)
