@@ -34,6 +34,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from rota.api.exposition import exposition
+from rota.api.failed_counts import FailedCounts
 from rota.migrations.runner import upgrade
 from rota.shared.backpressure import Submission, check_backpressure
 from rota.shared.config.model import JobTypeSpec
@@ -100,7 +101,8 @@ def measure(name: str, engine: Engine, finished: int, waiting: int) -> None:
     spec = JobTypeSpec(
         name="type3", handler="m:f", max_queued=waiting, max_queue_age=timedelta(hours=1)
     )
-    p50, p95 = timed(lambda: exposition(engine), 20)
+    failed = FailedCounts()
+    p50, p95 = timed(lambda: exposition(engine, failed), 20)
 
     def check() -> None:
         with engine.begin() as conn:

@@ -8,22 +8,27 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import httpx
-from sqlalchemy import Engine
+from sqlalchemy import Engine, bindparam, update
 
 from rota.api import create_app
+from rota.api.failed_counts import FailedCounts
 from rota.api.server import BackgroundServer, bind
+from rota.shared.models import jobs
 
 
 @contextmanager
-def running_api(engine: Engine, token: str | None = None) -> Iterator[str]:
+def running_api(
+    engine: Engine, token: str | None = None, failed_counts: FailedCounts | None = None
+) -> Iterator[str]:
     """The base URL of the app on ``engine``, served until the block ends."""
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = BackgroundServer(create_app(engine, token=token), sock)
+    server = BackgroundServer(create_app(engine, token=token, failed_counts=failed_counts), sock)
     server.start()
     base = f"http://127.0.0.1:{port}"
     try:
@@ -52,3 +57,26 @@ def wait_healthy(
 
 def rota_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "rota.cli.main", *args]
+
+
+class TickingClock:
+    """A clock to pass in: each reading is ``step`` seconds after the one before."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 1000.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def fail(engine: Engine, ids: Iterable[uuid.UUID]) -> None:
+    """Mark the jobs FAILED as a finished attempt leaves them (for what counts them)."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.job_id.in_(bindparam("ids", expanding=True)))
+            .values(state="FAILED", attempt_count=1, finished_at=jobs.c.created_at),
+            {"ids": list(ids)},
+        )

@@ -14,10 +14,18 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from sqlalchemy import Engine
 
+from rota.api.failed_counts import FailedCounts
 from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.shared.states import AttemptOutcome, JobState
-from tests.api_support import running_api
-from tests.executor_support import claim_as, job_row, job_type, store_types, wait_for
+from tests.api_support import TickingClock, fail, running_api
+from tests.executor_support import (
+    add_jobs,
+    claim_as,
+    job_row,
+    job_type,
+    store_types,
+    wait_for,
+)
 
 CHROMIUM = os.environ.get("ROTA_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -116,6 +124,31 @@ def test_the_page_shows_jobs_and_replays_a_failed_one(engine: Engine, page: Page
         expect(page.locator("#job dl")).to_contain_text("t (pool default, priority 0)")
         expect(page.locator("#job")).not_to_contain_text("[object")
         assert page.evaluate("window.__xss") is None
+
+
+def test_the_page_says_how_old_a_kept_failed_count_is(engine: Engine, page: Page) -> None:
+    spec = job_type("t")
+    store_types(engine, spec)
+    fail(engine, add_jobs(engine, spec, 3))
+    # Past the cap (1 here), a count that "took" 1 s is kept for 1,000 s.
+    counts = FailedCounts(clock=TickingClock(1.0), exact_up_to=1, cost_factor=1000.0)
+    with engine.connect() as conn:
+        assert counts.read(conn).age_seconds == 0.0  # counted now: the page's read is kept
+    with running_api(engine, failed_counts=counts) as base:
+        page.goto(base + "/")
+        expect(page.locator("#queues")).to_contain_text("3")
+        expect(page.locator("#failed-count-age")).to_contain_text("#failed counted")
+        expect(page.locator("#failed-count-age")).to_contain_text(" s ago")
+
+
+def test_a_fresh_failed_count_shows_no_age(engine: Engine, page: Page) -> None:
+    spec = job_type("t")
+    store_types(engine, spec)
+    fail(engine, add_jobs(engine, spec, 3))
+    with running_api(engine) as base:
+        page.goto(base + "/")
+        expect(page.locator("#queues td.num.bad")).to_have_text("3")
+        expect(page.locator("#failed-count-age")).to_have_count(0)
 
 
 def test_a_schedule_page_shows_its_skip_ledger_and_pause_works(engine: Engine, page: Page) -> None:

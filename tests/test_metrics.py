@@ -58,7 +58,8 @@ def value(all_samples: Iterable[Sample], name: str, **labels: str) -> float:
 
 def stored(text: str) -> list[Sample]:
     """The samples that come from the aggregate tables (the gauges move with the clock)."""
-    gauges = ("rota_jobs", "rota_oldest_runnable_age_seconds", "rota_stuck_running_jobs")
+    gauges = ("rota_jobs", "rota_oldest_runnable_age_seconds", "rota_stuck_running_jobs",
+              "rota_failed_count_age_seconds")
     return sorted(
         (s for s in samples(text) if s.name not in gauges),
         key=lambda s: (s.name, sorted(s.labels.items())),

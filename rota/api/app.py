@@ -12,6 +12,7 @@ from rota import __version__
 from rota.api import dashboard, jobs, schedules
 from rota.api.auth import BearerAuth
 from rota.api.exposition import exposition
+from rota.api.failed_counts import FailedCounts
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
 from rota.migrations.check import current_revision, schema_problem
 from rota.shared.database import DatabaseError
@@ -19,8 +20,13 @@ from rota.shared.database import DatabaseError
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def create_app(engine: Engine, *, token: str | None = None) -> Any:
+def create_app(
+    engine: Engine, *, token: str | None = None, failed_counts: FailedCounts | None = None
+) -> Any:
     """The app on ``engine``; with ``token``, every route but the probes requires it.
+
+    ``failed_counts``: how the FAILED counts are taken (``rota.api.failed_counts``);
+    by default a new ``FailedCounts``, shared by ``/metrics`` and the dashboard.
 
     Returns the ASGI callable to serve (the FastAPI app wrapped in the token
     check); the FastAPI app itself is its ``.app`` attribute.
@@ -35,6 +41,7 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
         redoc_url=None,
     )
     api.state.engine = engine
+    failed = FailedCounts() if failed_counts is None else failed_counts
     install(api, engine)
     api.include_router(jobs.router)
     api.include_router(schedules.router)
@@ -63,7 +70,7 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
 
     @api.get("/metrics", tags=["metrics"], summary="Prometheus text format")
     def metrics() -> Response:
-        return Response(exposition(engine), media_type=PROMETHEUS_TEXT)
+        return Response(exposition(engine, failed), media_type=PROMETHEUS_TEXT)
 
     @api.get("/", include_in_schema=False)
     def index() -> Response:
@@ -82,6 +89,6 @@ def create_app(engine: Engine, *, token: str | None = None) -> Any:
     @api.get("/dashboard/data", tags=["dashboard"], summary="Everything the dashboard shows")
     def dashboard_data() -> dict[str, Any]:
         with engine.connect() as conn:
-            return dashboard.dashboard_data(conn)
+            return dashboard.dashboard_data(conn, failed)
 
     return BearerAuth(api, token, lambda: dashboard.page()[0])

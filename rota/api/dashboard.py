@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from rota.api.failed_counts import FailedCounts
 from rota.api.resources import instant, job_resource, schedule_resource
 from rota.shared.metrics import (
     BY_NAME,
@@ -38,7 +39,7 @@ from rota.shared.metrics import (
     parse_le,
 )
 from rota.shared.queries.job_types import load_job_types
-from rota.shared.queries.jobs_gauges import jobs_by_state, oldest_due_by_pool, stuck_by_pool
+from rota.shared.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
 from rota.shared.queries.jobs_read import database_now, recent_failed
 from rota.shared.queries.metrics import read_minutes, read_totals
 from rota.shared.queries.schedule_skips import totals_by_reason
@@ -141,10 +142,11 @@ def _counter_window(rows: Iterable[Mapping[Any, Any]], metric: str) -> dict[str,
     return dict(out)
 
 
-def dashboard_data(conn: Connection) -> dict[str, Any]:
+def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, Any]:
     now = database_now(conn)
     types = load_job_types(conn)
-    counts = jobs_by_state(conn)
+    failed_count = failed_counts.read(conn)
+    counts = [*unfinished_by_state(conn), *failed_count.counts]
     oldest = oldest_due_by_pool(conn, now)
     stuck = stuck_by_pool(conn, now)
     window = read_minutes(conn, now - WINDOW, list(BY_NAME))
@@ -183,6 +185,7 @@ def dashboard_data(conn: Connection) -> dict[str, Any]:
         "now": instant(now),
         "refresh_seconds": REFRESH_SECONDS,
         "pools": pools,
+        "failed_count_age_seconds": failed_count.age_seconds,
         "latency": {
             "queue_wait": _summaries(window, QUEUE_WAIT.name, 0),
             "execution": _summaries(window, EXECUTION.name, 0),

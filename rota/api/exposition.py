@@ -5,7 +5,8 @@ the work: histograms and counters are the cumulative rows of
 ``metric_totals`` (written by executors and schedulers, ``rota.shared.metrics``),
 gauges are counted from partial indexes of waiting and running jobs
 (``rota.shared.queries.jobs_gauges``). A scrape reads a few small index ranges
-and a table of one row per label set and bucket: never the job history.
+and a table of one row per label set and bucket: never the job history (past
+ten thousand FAILED jobs their count is taken less often: ``rota.api.failed_counts``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
+from rota.api.failed_counts import FailedCounts
 from rota.shared.metrics import BY_NAME, Kind, decode_labels
 from rota.shared.queries.job_types import load_job_types
-from rota.shared.queries.jobs_gauges import jobs_by_state, oldest_due_by_pool, stuck_by_pool
+from rota.shared.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
 from rota.shared.queries.jobs_read import database_now
 from rota.shared.queries.metrics import read_totals
 from rota.shared.queries.workers import live_worker_counts
@@ -36,14 +38,16 @@ GAUGE_STATES = (*UNFINISHED, JobState.FAILED.value)
 
 
 class DatabaseCollector(Collector):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, failed: FailedCounts) -> None:
         self._engine = engine
+        self._failed = failed
 
     def collect(self) -> Iterator[Metric]:
         with self._engine.connect() as conn:
             now = database_now(conn)
             types = load_job_types(conn)
-            counts = jobs_by_state(conn)
+            failed = self._failed.read(conn)
+            counts = [*unfinished_by_state(conn), *failed.counts]
             oldest = oldest_due_by_pool(conn, now)
             stuck = stuck_by_pool(conn, now)
             totals = read_totals(conn)
@@ -64,6 +68,12 @@ class DatabaseCollector(Collector):
         for labels, n in sorted(values.items()):
             jobs.add_metric(list(labels), n)
         yield jobs
+        yield GaugeMetricFamily(
+            "rota_failed_count_age_seconds",
+            "Age of the FAILED counts in rota_jobs: 0 when counted at this scrape (past "
+            "10,000 FAILED jobs they are recounted less often, at most every 5 minutes).",
+            value=failed.age_seconds,
+        )
         pools = sorted(
             {spec.pool for spec in types.values()}
             | set(oldest)
@@ -126,7 +136,7 @@ def stored_families(rows: Sequence[Any]) -> Iterator[Metric]:
         yield family
 
 
-def exposition(engine: Engine) -> bytes:
+def exposition(engine: Engine, failed: FailedCounts) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DatabaseCollector(engine))
+    registry.register(DatabaseCollector(engine, failed))
     return generate_latest(registry)

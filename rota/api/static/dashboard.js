@@ -165,9 +165,14 @@
           num(t.cancel_requested || 0), num(t.failed || 0, t.failed ? "bad" : "")));
       }
     }
+    // Past 10,000 FAILED jobs their count is taken less often than the page refreshes.
+    const failedAge = data.failed_count_age_seconds > 0
+      ? el("p", { class: "muted", id: "failed-count-age" },
+        "#failed counted " + seconds(data.failed_count_age_seconds) + " ago")
+      : null;
     return el("section", { id: "queues" }, el("h2", {}, "Queues"),
       table(["job type", "#queued", "#running", "#retry wait", "#cancel requested", "#failed"], rows,
-        "no job types: run `rota apply FILE`"));
+        "no job types: run `rota apply FILE`"), failedAge);
   }
 
   function latencySection(title, id, summaries, nowIso, extra) {

@@ -5,8 +5,13 @@ leased or FAILED jobs), never the history of finished jobs, and writes its
 state predicate exactly as the index does (``state IN ('QUEUED', ...)``): SQLite
 uses a partial index only when the query repeats its WHERE term.
 
-* ``jobs_by_state``: unfinished and FAILED jobs per (state, job type, pool),
-  counted from ``ix_jobs_state`` / ``ix_jobs_failed`` alone.
+* ``unfinished_by_state``: unfinished jobs per (state, job type, pool), counted
+  from ``ix_jobs_state`` alone.
+* ``failed_by_type``: FAILED jobs per (job type, pool), from ``ix_jobs_failed``
+  alone, and ``failed_at_most``: how many there are, counted up to a cap. FAILED
+  jobs stay until a person replays them or retention prunes them, so these are
+  the only counts here that grow with the history kept (``rota.api.failed_counts``
+  bounds how often the full count runs).
 * ``oldest_due_by_pool``: per pool, the ``run_after`` of the job that has been
   due and waiting longest: two probes of ``ix_jobs_state`` per stored job type,
   counted in the pool the job type names (a job left in an older pool after a
@@ -29,14 +34,20 @@ from rota.shared.queries.sqlparams import bind_now, qualified
 from rota.shared.sqltime import read_utc
 from rota.shared.states import CLAIMABLE_SQL, LEASED_SQL, UNFINISHED_SQL, JobState
 
-_BY_STATE = text(f"""
+_UNFINISHED_BY_STATE = text(f"""
     SELECT state, job_type, pool, count(*) AS n FROM jobs
     WHERE state IN {UNFINISHED_SQL}
     GROUP BY state, job_type, pool
-    UNION ALL
-    SELECT 'FAILED', job_type, pool, count(*) AS n FROM jobs
+""")
+
+_FAILED_BY_TYPE = text("""
+    SELECT job_type, pool, count(*) AS n FROM jobs
     WHERE state = 'FAILED'
     GROUP BY job_type, pool
+""")
+
+_FAILED_UP_TO = text("""
+    SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'FAILED' LIMIT :cap) AS failed
 """)
 
 
@@ -98,10 +109,25 @@ class StateCount:
     count: int
 
 
-def jobs_by_state(conn: Connection) -> list[StateCount]:
+def unfinished_by_state(conn: Connection) -> list[StateCount]:
     return [
-        StateCount(r.state, r.job_type, r.pool, int(r.n)) for r in conn.execute(_BY_STATE).all()
+        StateCount(r.state, r.job_type, r.pool, int(r.n))
+        for r in conn.execute(_UNFINISHED_BY_STATE).all()
     ]
+
+
+def failed_by_type(conn: Connection) -> list[StateCount]:
+    """Every FAILED job, counted per (job type, pool): a read of all of ``ix_jobs_failed``."""
+    failed = JobState.FAILED.value
+    return [
+        StateCount(failed, r.job_type, r.pool, int(r.n))
+        for r in conn.execute(_FAILED_BY_TYPE).all()
+    ]
+
+
+def failed_at_most(conn: Connection, cap: int) -> int:
+    """How many jobs are FAILED, counted no further than ``cap`` index entries."""
+    return int(conn.execute(_FAILED_UP_TO, {"cap": cap}).scalar_one())
 
 
 def oldest_due_by_pool(conn: Connection, now: datetime) -> dict[str, datetime]:
