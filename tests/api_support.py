@@ -59,15 +59,13 @@ def rota_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "rota.cli.main", *args]
 
 
-class TickingClock:
-    """A clock to pass in: each reading is ``step`` seconds after the one before."""
+class ManualClock:
+    """A clock to pass in: it moves only when the test moves it."""
 
-    def __init__(self, step: float) -> None:
+    def __init__(self) -> None:
         self.now = 1000.0
-        self.step = step
 
     def __call__(self) -> float:
-        self.now += self.step
         return self.now
 
 

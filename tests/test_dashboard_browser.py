@@ -12,12 +12,13 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from rota.api.failed_counts import FailedCounts
+from rota.shared.queries.jobs_gauges import StateCount, failed_by_type
 from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.shared.states import AttemptOutcome, JobState
-from tests.api_support import TickingClock, fail, running_api
+from tests.api_support import ManualClock, fail, running_api
 from tests.executor_support import (
     add_jobs,
     claim_as,
@@ -130,15 +131,24 @@ def test_the_page_says_how_old_a_kept_failed_count_is(engine: Engine, page: Page
     spec = job_type("t")
     store_types(engine, spec)
     fail(engine, add_jobs(engine, spec, 3))
-    # Past the cap (1 here), a count that "took" 1 s is kept for 1,000 s.
-    counts = FailedCounts(clock=TickingClock(1.0), exact_up_to=1, cost_factor=1000.0)
+    clock = ManualClock()
+
+    def count_taking_a_second(conn: Connection) -> list[StateCount]:
+        clock.now += 1.0
+        return failed_by_type(conn)
+
+    # Past the cap (1 here), a count that took 1 s is kept for 1,000 s.
+    counts = FailedCounts(
+        clock=clock, exact_up_to=1, cost_factor=1000.0, count=count_taking_a_second
+    )
     with engine.connect() as conn:
-        assert counts.read(conn).age_seconds == 0.0  # counted now: the page's read is kept
+        assert counts.read(conn).age_seconds == 0.0
+    fail(engine, add_jobs(engine, spec, 2))  # 5 FAILED now; the kept count says 3
+    clock.now += 41.0
     with running_api(engine, failed_counts=counts) as base:
         page.goto(base + "/")
-        expect(page.locator("#queues")).to_contain_text("3")
-        expect(page.locator("#failed-count-age")).to_contain_text("#failed counted")
-        expect(page.locator("#failed-count-age")).to_contain_text(" s ago")
+        expect(page.locator("#queues td.num.bad")).to_have_text("3")
+        expect(page.locator("#failed-count-age")).to_have_text("#failed counted 42 s ago")
 
 
 def test_a_fresh_failed_count_shows_no_age(engine: Engine, page: Page) -> None:

@@ -42,6 +42,7 @@ def create_app(
     )
     api.state.engine = engine
     failed = FailedCounts() if failed_counts is None else failed_counts
+    api.state.failed_counts = failed  # a replay through the app forgets the kept count
     install(api, engine)
     api.include_router(jobs.router)
     api.include_router(schedules.router)

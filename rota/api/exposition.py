@@ -70,8 +70,8 @@ class DatabaseCollector(Collector):
         yield jobs
         yield GaugeMetricFamily(
             "rota_failed_count_age_seconds",
-            "Age of the FAILED counts in rota_jobs: 0 when counted at this scrape (past "
-            "10,000 FAILED jobs they are recounted less often, at most every 5 minutes).",
+            "Age of the FAILED counts in rota_jobs: 0 when counted at this scrape. Past "
+            "10,000 FAILED jobs a count is kept for 100 times as long as it took.",
             value=failed.age_seconds,
         )
         pools = sorted(

@@ -345,4 +345,5 @@ def replay_job(job_id: str, request: Request) -> JSONResponse:
                 state=result.state.value,
             )
         resource = _load(conn, jid, attempts=False)
+    request.app.state.failed_counts.forget()  # the job left FAILED: recount at the next read
     return JSONResponse(resource, status_code=200, headers={"Location": job_location(jid)})
