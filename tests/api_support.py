@@ -18,7 +18,9 @@ from sqlalchemy import Engine, bindparam, update
 from rota.api import create_app
 from rota.api.failed_counts import FailedCounts
 from rota.api.server import BackgroundServer, bind
+from rota.shared.config.model import JobTypeSpec
 from rota.shared.models import jobs
+from tests.executor_support import add_jobs, job_type, store_types
 
 
 @contextmanager
@@ -78,3 +80,11 @@ def fail(engine: Engine, ids: Iterable[uuid.UUID]) -> None:
             .values(state="FAILED", attempt_count=1, finished_at=jobs.c.created_at),
             {"ids": list(ids)},
         )
+
+
+def failed_jobs_of_a_type(engine: Engine, n: int) -> JobTypeSpec:
+    """Job type ``t``, stored, with ``n`` FAILED jobs."""
+    spec = job_type("t")
+    store_types(engine, spec)
+    fail(engine, add_jobs(engine, spec, n))
+    return spec

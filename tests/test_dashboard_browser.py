@@ -18,7 +18,7 @@ from rota.api.failed_counts import FailedCounts
 from rota.shared.queries.jobs_gauges import StateCount, failed_by_type
 from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.shared.states import AttemptOutcome, JobState
-from tests.api_support import ManualClock, fail, running_api
+from tests.api_support import ManualClock, fail, failed_jobs_of_a_type, running_api
 from tests.executor_support import (
     add_jobs,
     claim_as,
@@ -128,9 +128,7 @@ def test_the_page_shows_jobs_and_replays_a_failed_one(engine: Engine, page: Page
 
 
 def test_the_page_says_how_old_a_kept_failed_count_is(engine: Engine, page: Page) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 3))
+    spec = failed_jobs_of_a_type(engine, 3)
     clock = ManualClock()
 
     def count_taking_a_second(conn: Connection) -> list[StateCount]:
@@ -152,9 +150,7 @@ def test_the_page_says_how_old_a_kept_failed_count_is(engine: Engine, page: Page
 
 
 def test_a_fresh_failed_count_shows_no_age(engine: Engine, page: Page) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 3))
+    failed_jobs_of_a_type(engine, 3)
     with running_api(engine) as base:
         page.goto(base + "/")
         expect(page.locator("#queues td.num.bad")).to_have_text("3")

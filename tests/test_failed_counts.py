@@ -19,8 +19,9 @@ from sqlalchemy.exc import DBAPIError
 
 from rota.api.dashboard import dashboard_data
 from rota.api.failed_counts import FailedCounts
+from rota.shared.models import jobs
 from rota.shared.queries.jobs_gauges import StateCount, failed_at_most, failed_by_type
-from tests.api_support import ManualClock, fail, running_api
+from tests.api_support import ManualClock, fail, failed_jobs_of_a_type, running_api
 from tests.executor_support import add_jobs, job_type, store_types
 
 
@@ -51,9 +52,7 @@ def failed_total(engine: Engine, counts: FailedCounts) -> tuple[int, float]:
 
 
 def test_failed_at_most_counts_no_further_than_its_cap(engine: Engine) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 7))
+    spec = failed_jobs_of_a_type(engine, 7)
     add_jobs(engine, spec, 3)  # QUEUED: not counted
     with engine.connect() as conn:
         assert failed_at_most(conn, 100) == 7
@@ -61,9 +60,7 @@ def test_failed_at_most_counts_no_further_than_its_cap(engine: Engine) -> None:
 
 
 def test_up_to_the_cap_every_read_counts(engine: Engine) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 3))
+    spec = failed_jobs_of_a_type(engine, 3)
     clock = ManualClock()
     count = TimedCount(clock, 10.0)
     counts = FailedCounts(clock=clock, exact_up_to=5, count=count)
@@ -98,9 +95,7 @@ def test_past_the_cap_the_count_is_kept_for_its_cost_then_taken_again(engine: En
 
 
 def test_a_costly_count_is_kept_as_long_as_its_cost_says(engine: Engine) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 3))
+    spec = failed_jobs_of_a_type(engine, 3)
     clock = ManualClock()
     count = TimedCount(clock, 30.0)  # 30 s: kept 3,000 s, so counting is 1% of the time
     counts = FailedCounts(clock=clock, exact_up_to=2, cost_factor=100.0, count=count)
@@ -126,18 +121,14 @@ def test_below_the_cap_again_the_count_is_fresh_and_the_kept_one_forgotten(
     )
     assert failed_total(engine, counts) == (4, 0.0)
     with engine.begin() as conn:  # retention pruned two, say
-        conn.execute(text("DELETE FROM jobs WHERE state = 'FAILED' AND job_id IN (:a, :b)"),
-                     {"a": ids[0].hex if engine.dialect.name == "sqlite" else ids[0],
-                      "b": ids[1].hex if engine.dialect.name == "sqlite" else ids[1]})
+        conn.execute(jobs.delete().where(jobs.c.job_id.in_(ids[:2])))
     assert failed_total(engine, counts) == (2, 0.0)  # the kept count of 4 is not given
     fail(engine, add_jobs(engine, spec, 2))  # past the cap again: counted, not the old 4
     assert failed_total(engine, counts) == (4, 0.0)
 
 
 def test_readers_at_once_run_one_count_and_share_it(engine: Engine) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 5))
+    failed_jobs_of_a_type(engine, 5)
     clock = ManualClock()
     count = TimedCount(clock, 1.0)
     slow = threading.Event()
@@ -171,9 +162,7 @@ def test_readers_at_once_run_one_count_and_share_it(engine: Engine) -> None:
 def test_a_refused_count_gives_the_kept_one_and_is_retried_after_its_cost(
     engine: Engine,
 ) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 3))
+    failed_jobs_of_a_type(engine, 3)
     clock = ManualClock()
     count = TimedCount(clock, 1.0)
     counts = FailedCounts(clock=clock, exact_up_to=2, cost_factor=10.0, count=count)
@@ -196,9 +185,7 @@ def test_a_refused_count_gives_the_kept_one_and_is_retried_after_its_cost(
 
 
 def test_a_refused_first_count_is_an_error(engine: Engine) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 3))
+    failed_jobs_of_a_type(engine, 3)
     clock = ManualClock()
     count = TimedCount(clock, 1.0)
     count.refuse = True
@@ -208,9 +195,7 @@ def test_a_refused_first_count_is_an_error(engine: Engine) -> None:
 
 
 def test_the_dashboard_data_carries_the_counts_age(engine: Engine) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 3))
+    failed_jobs_of_a_type(engine, 3)
     clock = ManualClock()
     counts = FailedCounts(
         clock=clock, exact_up_to=1, cost_factor=100.0, count=TimedCount(clock, 1.0)
@@ -239,9 +224,7 @@ AGE = ("rota_failed_count_age_seconds", ())
 
 
 def test_metrics_report_the_failed_count_and_its_age(engine: Engine) -> None:
-    spec = job_type("t")
-    store_types(engine, spec)
-    fail(engine, add_jobs(engine, spec, 2))
+    spec = failed_jobs_of_a_type(engine, 2)
     with running_api(engine) as base, httpx.Client(base_url=base) as client:
         for expected in (2, 3):  # below the cap: counted at each scrape
             by_name = scrape(client)

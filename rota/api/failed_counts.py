@@ -85,17 +85,18 @@ class FailedCounts:
         if failed_at_most(conn, self._exact_up_to + 1) <= self._exact_up_to:
             self.forget()  # below the cap again: a kept count would only mislead later
             return FailedCount(self._count(conn), 0.0)
-        kept = self._kept_if_not_due()
+        kept = self._kept_count(even_if_due=False)
         if kept is not None:
             return kept
         # Due: one thread counts; the others are given the kept count, or wait for one.
         if not self._counting.acquire(blocking=False):
-            kept = self._kept_any()
+            kept = self._kept_count(even_if_due=True)
             if kept is not None:
                 return kept
             self._counting.acquire()
         try:
-            kept = self._kept_if_not_due()  # counted by another thread while this one waited
+            # Counted by another thread while this one waited?
+            kept = self._kept_count(even_if_due=False)
             if kept is not None:
                 return kept
             return self._count_now(conn)
@@ -111,7 +112,7 @@ class FailedCounts:
             took = max(0.0, self._clock() - started)
             with self._lock:
                 self._due = self._clock() + took * self._cost_factor
-            kept = self._kept_any()
+            kept = self._kept_count(even_if_due=True)
             if kept is None:
                 raise
             log.warning(
@@ -125,19 +126,12 @@ class FailedCounts:
             self._due = started + took * self._cost_factor
         return FailedCount(counts, 0.0)
 
-    def _kept_if_not_due(self) -> FailedCount | None:
+    def _kept_count(self, *, even_if_due: bool) -> FailedCount | None:
+        """The kept count with its age; None when none is kept, or it is due and not wanted."""
         with self._lock:
             kept = self._kept
             now = self._clock()
-            if kept is None or now >= self._due:
-                return None
-            return FailedCount(kept.counts, max(0.0, now - kept.started))
-
-    def _kept_any(self) -> FailedCount | None:
-        """The kept count, due or not, with its age; None when there is none."""
-        with self._lock:
-            kept = self._kept
-            now = self._clock()
-        if kept is None:
+            due = now >= self._due
+        if kept is None or (due and not even_if_due):
             return None
         return FailedCount(kept.counts, max(0.0, now - kept.started))
