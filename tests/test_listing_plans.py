@@ -256,21 +256,29 @@ _WALKS = [
 
 @pytest.mark.parametrize("where", _WALKS, ids=["all", "two states", "type and schedule", "since"])
 def test_a_keyset_walk_lists_every_match_once_in_order(history: Engine, where: JobFilter) -> None:
-    """Page after page of 7 (a page ends inside groups of equal created_at), to the end."""
+    """Page after page of 8, the first 560 matches: many pages end inside a group of
+    jobs sharing created_at, where only the job id tells what comes next."""
+    page_size, walk = 8, 560
     with history.connect() as conn:
-        expected = [
-            r["job_id"]
+        matches = [
+            r
             for r in _every(conn)
             if (not where.states or r["state"] in where.states)
             and (not where.job_types or r["job_type"] in where.job_types)
             and (not where.schedules or r["schedule_name"] in where.schedules)
             and (where.created_since is None or r["created_at"] >= where.created_since)
-        ][:560]  # 80 pages of 7 (215 took 5 s a walk; the ends of 80 fall everywhere in a group)
-        assert len(expected) == 560
+        ][: walk + 1]
+        assert len(matches) == walk + 1
+        split = sum(
+            matches[end - 1]["created_at"] == matches[end]["created_at"]
+            for end in range(page_size, walk + 1, page_size)
+        )
+        assert split >= 10, f"only {split} page ends fall inside a group: a weak walk"
+        expected = [r["job_id"] for r in matches[:walk]]
         walked: list[uuid.UUID] = []
         after = None
         while len(walked) < len(expected):
-            page = newest_jobs(conn, where, limit=7, after=after)
+            page = newest_jobs(conn, where, limit=page_size, after=after)
             assert page, f"the walk ended after {len(walked)} of {len(expected)}"
             walked += [r["job_id"] for r in page]
             after = Keyset(page[-1]["created_at"], page[-1]["job_id"])
