@@ -808,8 +808,8 @@ def vacuum_cycle(
                 blocks = claim_index_blocks(c.db)
                 io_before = io_ms(c.db)
                 closings = attempt_updates(c.db)
-                _, _, cpu = drain_cpu(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir,
-                                      f"cycle-{c.rows}-{i}")
+                _, steady, cpu = drain_cpu(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir,
+                                           f"cycle-{c.rows}-{i}")
                 drained = time.perf_counter()
                 c.backend_cpu += cpu.backends * n / 1000
                 blocks = claim_index_blocks(c.db) - blocks
@@ -827,12 +827,14 @@ def vacuum_cycle(
                 c.autovacuum()
                 print(f"  chunk {i // CYCLE_CHUNK + 1}, {c.label}: enqueue "
                       f"{n / (enqueued - started):,.0f}/s, "
-                      f"drain {n / (drained - enqueued):,.0f}/s, "
+                      f"drain {n / (drained - enqueued):,.0f}/s (steady {steady:,.0f}), "
                       f"{written[0] / n:,.0f} B of WAL a job, "
                       f"{1000 * written[1] / n:.1f} full pages per 1,000, "
                       f"{blocks / n:.1f} claim-index blocks a job, "
                       f"{100 * in_place / max(1, closed):.0f}% of attempts closed in place, "
-                      f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000; draining, "
+                      f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000 (executors "
+                      f"{cpu.executors * 1000:.0f}, the rest of the machine "
+                      f"{cpu.other * 1000:.0f}); draining, "
                       f"{io[0] / 1000:.1f} s of block I/O, {io[1] / 1000:.1f} s of WAL I/O",
                       flush=True)
         for c in cycles:
