@@ -183,14 +183,22 @@ def rota_drain(
             try:
                 if counter is not None:
                     samples, marks = watch(
-                        started, count, counter.done, [p.pid for p in executors.procs],
-                        counter.backend_pids, executors.check_alive,
+                        started,
+                        count,
+                        counter.done,
+                        [p.pid for p in executors.procs],
+                        counter.backend_pids,
+                        executors.check_alive,
                     )
                 else:
                     assert lite is not None
                     samples, marks = watch(
-                        started, count, lite.succeeded, [p.pid for p in executors.procs],
-                        list, executors.check_alive,
+                        started,
+                        count,
+                        lite.succeeded,
+                        [p.pid for p in executors.procs],
+                        list,
+                        executors.check_alive,
                     )
             finally:
                 executors.stop()
@@ -383,7 +391,7 @@ def run(
             steps: list[str] = ["rota", "pgqueuer", "pgbench"]
             if sqlite:
                 steps.append("sqlite")
-            steps = steps[i % len(steps):] + steps[: i % len(steps)]  # turn the order
+            steps = steps[i % len(steps) :] + steps[: i % len(steps)]  # turn the order
             got: dict[str, Any] = {}
             for step in steps:
                 if step == "rota":

@@ -104,11 +104,13 @@ def raw_insert_rate(libpq_url: str, count: int, batch: int) -> float:
         batches = []
         for start in range(0, count, batch):
             n = min(batch, count - start)
-            batches.append({
-                "ids": new_job_ids(n),
-                "types": [NOOP.name] * n,
-                "args": [json.dumps({"i": start + i}) for i in range(n)],
-            })
+            batches.append(
+                {
+                    "ids": new_job_ids(n),
+                    "types": [NOOP.name] * n,
+                    "args": [json.dumps({"i": start + i}) for i in range(n)],
+                }
+            )
         started = time.perf_counter()
         for params in batches:
             conn.execute(_RAW_INSERT, params)
@@ -126,7 +128,10 @@ def cli_rate(url: str, calls: int) -> float:
     started = time.perf_counter()
     for i in range(calls):
         subprocess.run(
-            [*argv, "--args", json.dumps({"i": i})], check=True, capture_output=True, env=env,
+            [*argv, "--args", json.dumps({"i": i})],
+            check=True,
+            capture_output=True,
+            env=env,
             cwd=ROOT,
         )
     return calls / (time.perf_counter() - started)
@@ -160,9 +165,22 @@ def post_jobs(url: str, requests: int) -> float:
     root = str(ROOT)
     env = {**os.environ, "PYTHONPATH": root, "ROTA_API_TOKEN": token}
     server = subprocess.Popen(
-        [sys.executable, "-m", "rota.cli.main", "serve", "--db", url, "--host", "127.0.0.1",
-         "--port", str(port)],
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "rota.cli.main",
+            "serve",
+            "--db",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30
@@ -203,25 +221,53 @@ def run(admin_url: str, count: int, batch: int, cli_calls: int, http_requests: i
         many = enqueue_many_rate(db.url, count, batch)
         raw_after = raw_insert_rate(db.libpq_url, count, batch)  # either side of rota's run
         ceiling = (raw + raw_after) / 2
-        rates.append(Rate(f"rota.enqueue_many, batches of {batch:,}", count, count / many,
-                          ceiling, "psycopg alone, same rows, indexes, batches"))
+        rates.append(
+            Rate(
+                f"rota.enqueue_many, batches of {batch:,}",
+                count,
+                count / many,
+                ceiling,
+                "psycopg alone, same rows, indexes, batches",
+            )
+        )
         tps = pgbench_single_row_update_tps(db.libpq_url, clients=1, seconds=5)
         psql = psql_rate(db.libpq_url, cli_calls)
         cli = cli_rate(db.url, cli_calls)
-        rates.append(Rate("rota enqueue (one process per job)", cli_calls, cli_calls / cli,
-                          psql, "psql -c INSERT, one process per job"))
-        rates.append(Rate("  the same, against pgbench on 1 connection", cli_calls,
-                          cli_calls / cli, tps, "pgbench single-row UPDATE, 1 connection"))
+        rates.append(
+            Rate(
+                "rota enqueue (one process per job)",
+                cli_calls,
+                cli_calls / cli,
+                psql,
+                "psql -c INSERT, one process per job",
+            )
+        )
+        rates.append(
+            Rate(
+                "  the same, against pgbench on 1 connection",
+                cli_calls,
+                cli_calls / cli,
+                tps,
+                "pgbench single-row UPDATE, 1 connection",
+            )
+        )
         http_rate = post_jobs(db.url, http_requests)
-        rates.append(Rate("POST /jobs (rota serve, one keep-alive client)", http_requests,
-                          http_requests / http_rate, tps,
-                          "pgbench single-row UPDATE, 1 connection"))
+        rates.append(
+            Rate(
+                "POST /jobs (rota serve, one keep-alive client)",
+                http_requests,
+                http_requests / http_rate,
+                tps,
+                "pgbench single-row UPDATE, 1 connection",
+            )
+        )
     return rates
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.bench_enqueue", description=__doc__,
+        prog="python -m bench.bench_enqueue",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--jobs", type=int, default=200_000)
@@ -231,8 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
     print(f"Enqueue on PostgreSQL ({os.cpu_count()} CPUs), each beside its same-run ceiling")
-    for rate in run(libpq(args.pg_url), args.jobs, args.batch, args.cli_calls,
-                    args.http_requests):
+    for rate in run(libpq(args.pg_url), args.jobs, args.batch, args.cli_calls, args.http_requests):
         print(rate.line(), flush=True)
     return 0
 

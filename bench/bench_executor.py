@@ -108,9 +108,7 @@ def pg_database(admin_url: str, name: str) -> Database:
 
 
 @contextmanager
-def fresh_database(
-    backend: str, admin_url: str, template: str | None = None
-) -> Iterator[Database]:
+def fresh_database(backend: str, admin_url: str, template: str | None = None) -> Iterator[Database]:
     """An empty migrated database holding the bench job types; dropped afterwards.
 
     With ``template`` (PostgreSQL), a file copy of that database instead (it
@@ -372,8 +370,20 @@ def start_executors(
             out = py_spy_dir / f"{tag}-{i}.txt"
             spies.append(
                 subprocess.Popen(
-                    [spy, "record", "--pid", str(p.pid), "--format", "raw", "--rate", "200",
-                     "--threads", "--gil", "--output", str(out)],
+                    [
+                        spy,
+                        "record",
+                        "--pid",
+                        str(p.pid),
+                        "--format",
+                        "raw",
+                        "--rate",
+                        "200",
+                        "--threads",
+                        "--gil",
+                        "--output",
+                        str(out),
+                    ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
@@ -519,8 +529,11 @@ def throughput(
         finally:
             monitor.close()
         seconds = samples[-1][0]
-        steady = 0.8 * count / max(1e-9, _crossing(samples, 0.9 * count)
-                                   - _crossing(samples, 0.1 * count))
+        steady = (
+            0.8
+            * count
+            / max(1e-9, _crossing(samples, 0.9 * count) - _crossing(samples, 0.1 * count))
+        )
         result = Throughput(
             backend=backend,
             processes=processes,
@@ -545,7 +558,11 @@ def throughput(
 
 def _merge_probes(paths: Sequence[Path]) -> dict[str, Any]:
     merged: dict[str, Any] = {
-        "statements": {}, "rows": {}, "seconds": {}, "checkouts": 0, "commits": 0
+        "statements": {},
+        "rows": {},
+        "seconds": {},
+        "checkouts": 0,
+        "commits": 0,
     }
     for path in paths:
         data = json.loads(path.read_text())
@@ -573,9 +590,10 @@ class Wakeup:
 
 def wakeup_latency(backend: str, admin_url: str, samples: int, workdir: Path) -> Wakeup:
     poll = WAKEUP_POLL_SECONDS_PG if backend == "postgresql" else None
-    with fresh_database(backend, admin_url) as db, socket.socket(
-        socket.AF_INET, socket.SOCK_DGRAM
-    ) as sock:
+    with (
+        fresh_database(backend, admin_url) as db,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock,
+    ):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         executors = start_executors(
@@ -626,8 +644,9 @@ def _wait_start(sock: socket.socket, seq: int, timeout: float, executors: Execut
 
 def print_throughput(results: Sequence[Throughput]) -> None:
     print()
-    print("Throughput: N no-op jobs drained by P `rota executor` processes "
-          "(clock from process start)")
+    print(
+        "Throughput: N no-op jobs drained by P `rota executor` processes (clock from process start)"
+    )
     header = (
         f"{'backend':<11} {'procs':>5} {'conc':>4} {'jobs':>6} {'seconds':>8} {'jobs/s':>8} "
         f"{'steady jobs/s':>13} {'pgbench tps (same conns)':>24} {'ratio':>6} "
@@ -645,8 +664,9 @@ def print_throughput(results: Sequence[Throughput]) -> None:
             f"{ratio:>6} {sratio:>12}  {r.verified}"
         )
     print()
-    print("Where the time goes (same runs; CPU seconds per 1,000 jobs between the 10% and 90% "
-          "marks)")
+    print(
+        "Where the time goes (same runs; CPU seconds per 1,000 jobs between the 10% and 90% marks)"
+    )
     header = (
         f"{'backend':<11} {'procs':>5} {'1st job s':>9} {'executors':>9} {'PG backends':>11} "
         f"{'other':>6} {'machine busy':>12} {'xacts/job':>9} {'WAL bytes/job':>13} "
@@ -678,8 +698,10 @@ def print_probe(results: Sequence[Throughput]) -> None:
             f"(bench.executor_probe; {r.rate:,.0f} jobs/s under the probe, {r.verified})"
         )
         per_k = 1000.0 / r.jobs
-        print(f"  {'statement':<40} {'per 1k jobs':>11} {'rows each':>9} {'mean ms':>8} "
-              f"{'ms per job':>10}")
+        print(
+            f"  {'statement':<40} {'per 1k jobs':>11} {'rows each':>9} {'mean ms':>8} "
+            f"{'ms per job':>10}"
+        )
         for kind, n in sorted(r.probe["statements"].items(), key=lambda kv: -kv[1]):
             rows = r.probe["rows"].get(kind, 0)
             seconds = r.probe["seconds"].get(kind, 0.0)
@@ -706,9 +728,11 @@ def print_wakeup(results: Sequence[Wakeup]) -> None:
             f"{max(w.latencies_ms):>8.1f}"
         )
     if any(w.backend == "sqlite" for w in results):
-        print("(SQLite has no NOTIFY; its executor ran with the default poll interval. Each job "
-              "is enqueued 20-50 ms after the previous one started, so a purely polling "
-              "executor shows about one poll interval here.)")
+        print(
+            "(SQLite has no NOTIFY; its executor ran with the default poll interval. Each job "
+            "is enqueued 20-50 ms after the previous one started, so a purely polling "
+            "executor shows about one poll interval here.)"
+        )
 
 
 def _csv(text: str) -> list[str]:
@@ -716,26 +740,56 @@ def _csv(text: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_executor", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_executor",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--jobs", type=int, default=20_000, help="no-op jobs per run")
     parser.add_argument("--processes", default="1,2,4", help="executor process counts")
     parser.add_argument("--backends", default="postgresql,sqlite")
-    parser.add_argument("--concurrency", type=int, default=32,
-                        help="--concurrency of each executor process (default 32)")
-    parser.add_argument("--pg-url", default=DEFAULT_PG_URL,
-                        help="a PostgreSQL server where rota_bench_* databases may be created")
-    parser.add_argument("--wakeup-samples", type=int, default=200,
-                        help="wake-up samples on PostgreSQL (SQLite: a fifth, at least 20)")
-    parser.add_argument("--repeat", type=int, default=1, metavar="R",
-                        help="run each throughput case R times, one row each (noisy machines)")
-    parser.add_argument("--no-pgbench", action="store_true",
-                        help="skip the pgbench ceiling (quick comparisons only)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=32,
+        help="--concurrency of each executor process (default 32)",
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help="a PostgreSQL server where rota_bench_* databases may be created",
+    )
+    parser.add_argument(
+        "--wakeup-samples",
+        type=int,
+        default=200,
+        help="wake-up samples on PostgreSQL (SQLite: a fifth, at least 20)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="R",
+        help="run each throughput case R times, one row each (noisy machines)",
+    )
+    parser.add_argument(
+        "--no-pgbench",
+        action="store_true",
+        help="skip the pgbench ceiling (quick comparisons only)",
+    )
     parser.add_argument("--no-wakeup", action="store_true", help="skip the wake-up latency")
-    parser.add_argument("--probe", action="store_true",
-                        help="also run each case under bench.executor_probe (statement counts)")
-    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
-                        help="record py-spy profiles (raw, per thread) of the executors into DIR")
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="also run each case under bench.executor_probe (statement counts)",
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="record py-spy profiles (raw, per thread) of the executors into DIR",
+    )
     args = parser.parse_args(argv)
     backends = _csv(args.backends)
     unknown = set(backends) - {"postgresql", "sqlite"}
@@ -743,9 +797,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown backend(s): {', '.join(sorted(unknown))}")
     process_counts = [int(p) for p in _csv(args.processes)]
 
-    print(f"rota executor benchmark: {args.jobs:,} no-op jobs per run, concurrency "
-          f"{args.concurrency} per process, {os.cpu_count()} CPU(s), PostgreSQL at "
-          f"{make_url(libpq(args.pg_url)).render_as_string(hide_password=True)}")
+    print(
+        f"rota executor benchmark: {args.jobs:,} no-op jobs per run, concurrency "
+        f"{args.concurrency} per process, {os.cpu_count()} CPU(s), PostgreSQL at "
+        f"{make_url(libpq(args.pg_url)).render_as_string(hide_password=True)}"
+    )
     results: list[Throughput] = []
     probes: list[Throughput] = []
     wakeups: list[Wakeup] = []
@@ -753,23 +809,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir = Path(tmp)
         for backend in backends:
             for p in process_counts * args.repeat:
-                r = throughput(backend, args.pg_url, args.jobs, p, args.concurrency, workdir,
-                               py_spy_dir=args.py_spy, pgbench=not args.no_pgbench)
+                r = throughput(
+                    backend,
+                    args.pg_url,
+                    args.jobs,
+                    p,
+                    args.concurrency,
+                    workdir,
+                    py_spy_dir=args.py_spy,
+                    pgbench=not args.no_pgbench,
+                )
                 results.append(r)
                 ceiling = f", pgbench {r.pgbench_tps:,.0f} tps" if r.pgbench_tps else ""
-                print(f"  {backend} x{p}: {r.rate:,.0f} jobs/s (steady {r.steady_rate:,.0f})"
-                      f"{ceiling}, {r.verified}", flush=True)
+                print(
+                    f"  {backend} x{p}: {r.rate:,.0f} jobs/s (steady {r.steady_rate:,.0f})"
+                    f"{ceiling}, {r.verified}",
+                    flush=True,
+                )
                 if args.probe:
-                    probes.append(throughput(backend, args.pg_url, args.jobs, p,
-                                             args.concurrency, workdir, probe=True))
+                    probes.append(
+                        throughput(
+                            backend,
+                            args.pg_url,
+                            args.jobs,
+                            p,
+                            args.concurrency,
+                            workdir,
+                            probe=True,
+                        )
+                    )
         if not args.no_wakeup:
             for backend in backends:
-                n = args.wakeup_samples if backend == "postgresql" else max(
-                    20, args.wakeup_samples // 5)
+                n = (
+                    args.wakeup_samples
+                    if backend == "postgresql"
+                    else max(20, args.wakeup_samples // 5)
+                )
                 w = wakeup_latency(backend, args.pg_url, n, workdir)
                 wakeups.append(w)
-                print(f"  {backend} wake-up: p50 {w.pct(0.5):.1f} ms, p99 {w.pct(0.99):.1f} ms",
-                      flush=True)
+                print(
+                    f"  {backend} wake-up: p50 {w.pct(0.5):.1f} ms, p99 {w.pct(0.99):.1f} ms",
+                    flush=True,
+                )
     print_throughput(results)
     print_probe(probes)
     if wakeups:

@@ -132,52 +132,72 @@ _HISTORY_SCHEDULED = """CASE WHEN g %% 2 = 0 THEN 'h' || (g %% 100) || '@' || g 
            CASE WHEN g %% 2 = 0 THEN s.at END"""
 
 # History rows: finished, half of them scheduled, spread over the last 30 days.
-_LOAD_JOBS = """
+_LOAD_JOBS = (
+    """
     INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
                       lease_generation, lease_seconds, idempotent, needs_reconcile, args,
                       last_error_code, dedup_key, schedule_name, scheduled_for, started_at,
                       finished_at, created_at, updated_at)
-    SELECT """ + _JOB_ID_SQL.format(at="s.at") + """, 'history.job', 'default', s.state, 1, 5,
+    SELECT """
+    + _JOB_ID_SQL.format(at="s.at")
+    + """, 'history.job', 'default', s.state, 1, 5,
            s.at, 1, 60, true, false,
            '{"n": 1}'::json, CASE WHEN s.state = 'FAILED' THEN 'BOOM' END,
-           """ + _HISTORY_SCHEDULED + """,
+           """
+    + _HISTORY_SCHEDULED
+    + """,
            s.at, s.at + interval '1 second', s.at, s.at + interval '1 second'
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
     LATERAL (SELECT CASE WHEN g %% 100 < 90 THEN 'SUCCEEDED' WHEN g %% 100 < 97 THEN 'FAILED'
                          ELSE 'CANCELLED' END AS state,
-                    """ + _HISTORY_AT + """) AS s
+                    """
+    + _HISTORY_AT
+    + """) AS s
 """
+)
 _LOAD_ATTEMPTS = """
     INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id, started_at,
                               ended_at, outcome, error_code)
     SELECT job_id, 1, 1, 'history-worker', started_at, finished_at, state, last_error_code
     FROM jobs WHERE job_type = 'history.job' AND created_at >= %(since)s
 """
-_LOAD_BACKLOG = """
+_LOAD_BACKLOG = (
+    """
     INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
                       lease_seconds, created_at, updated_at)
-    SELECT """ + _JOB_ID_SQL.format(at="clock_timestamp()") + """, 'bench.noop', 'default',
+    SELECT """
+    + _JOB_ID_SQL.format(at="clock_timestamp()")
+    + """, 'bench.noop', 'default',
            'QUEUED', 0, 5,
            now() - interval '1 hour' + g * interval '1 millisecond', 60, now(), now()
     FROM generate_series(1, %(n)s) AS g
 """
+)
 
 
 # History grown as a live table grows: each batch is inserted QUEUED (as
 # ``enqueue_many`` writes a job), claimed (RUNNING, with its open attempt, as the
 # claim writes them) and finished (its outcome, the attempt closed), each step one
 # statement; the 90/7/3 split of outcomes is taken from the job id's hash.
-_GROW_QUEUE = """
+_GROW_QUEUE = (
+    """
     INSERT INTO jobs (job_id, job_type, pool, priority, state, attempt_count, max_attempts,
                       run_after, lease_generation, lease_seconds, idempotent, needs_reconcile,
                       args, dedup_key, schedule_name, scheduled_for, created_at, updated_at)
-    SELECT """ + _JOB_ID_SQL.format(at="s.at") + """, 'history.job', 'default', 0, 'QUEUED',
+    SELECT """
+    + _JOB_ID_SQL.format(at="s.at")
+    + """, 'history.job', 'default', 0, 'QUEUED',
            0, 5, s.at, 0, 60, true, false, '{"n": 1}'::json,
-           """ + _HISTORY_SCHEDULED + """,
+           """
+    + _HISTORY_SCHEDULED
+    + """,
            s.at, s.at
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
-    LATERAL (SELECT """ + _HISTORY_AT + """) AS s
+    LATERAL (SELECT """
+    + _HISTORY_AT
+    + """) AS s
 """
+)
 _GROW_CLAIM = """
     WITH claimed AS (
         UPDATE jobs AS j
@@ -255,8 +275,11 @@ def index_upkeep(libpq_url: str) -> None:
     finally:
         engine.dispose()
     for r in done.rebuilt:
-        print(f"  index upkeep: {r.name} rebuilt, {r.pages_before:,} -> {r.pages_after:,} "
-              f"pages in {r.seconds:.1f} s", flush=True)
+        print(
+            f"  index upkeep: {r.name} rebuilt, {r.pages_before:,} -> {r.pages_after:,} "
+            f"pages in {r.seconds:.1f} s",
+            flush=True,
+        )
 
 
 def load_history(libpq_url: str, total: int, upkeep: bool = True) -> float:
@@ -343,12 +366,17 @@ def drain_cpu(db: Database, count: int, workdir: Path, tag: str) -> tuple[float,
     assert db.libpq_url is not None
     with psycopg.connect(db.libpq_url, autocommit=True) as conn:
         waiting = _unfinished_noop(conn)
-        return _watched_drain(conn, db, count, workdir, tag,
-                              lambda: waiting - _unfinished_noop(conn))
+        return _watched_drain(
+            conn, db, count, workdir, tag, lambda: waiting - _unfinished_noop(conn)
+        )
 
 
 def _watched_drain(
-    conn: psycopg.Connection[Any], db: Database, count: int, workdir: Path, tag: str,
+    conn: psycopg.Connection[Any],
+    db: Database,
+    count: int,
+    workdir: Path,
+    tag: str,
     done: Callable[[], int],
 ) -> tuple[float, float, SteadyCpu]:
     """Start 2 default executors and watch ``done()`` reach ``count``: (jobs/s, steady jobs/s,
@@ -365,7 +393,11 @@ def _watched_drain(
     executors = start_executors(db, 2, None, workdir, tag=tag)
     try:
         samples, marks = watch(
-            started, count, done, [p.pid for p in executors.procs], backends,
+            started,
+            count,
+            done,
+            [p.pid for p in executors.procs],
+            backends,
             executors.check_alive,
         )
     finally:
@@ -375,8 +407,9 @@ def _watched_drain(
 
 def apply_schedules(db: Database) -> None:
     specs = {
-        f"s{i:05d}": ScheduleSpec(name=f"s{i:05d}", job_type=SCHED_TYPE.name,
-                                  every=timedelta(minutes=1))
+        f"s{i:05d}": ScheduleSpec(
+            name=f"s{i:05d}", job_type=SCHED_TYPE.name, every=timedelta(minutes=1)
+        )
         for i in range(SCHEDULES)
     }
     engine = make_engine(db.url)
@@ -540,8 +573,9 @@ def enqueue_rates(sized: Sequence[Sized], count: int) -> list[Figures]:
             wal[i] = _added(wal[i], wal_since(s.db, before))
     jobs = sampled_jobs(count)
     return [
-        Figures(enqueue=statistics.median(r), enqueue_wal=w[0] / jobs,
-                enqueue_fpi=1000 * w[1] / jobs)
+        Figures(
+            enqueue=statistics.median(r), enqueue_wal=w[0] / jobs, enqueue_fpi=1000 * w[1] / jobs
+        )
         for r, w in zip(rates, wal, strict=True)
     ]
 
@@ -569,16 +603,21 @@ def wal_since(db: Database, before: tuple[int, int]) -> tuple[int, int]:
 
 def claim_index_blocks(db: Database) -> int:
     """Blocks of ``ix_jobs_claimable`` read so far (hits and reads, as the server counts)."""
-    row = _stat_row(db, "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes "
-                        "WHERE indexrelname = 'ix_jobs_claimable'")
+    row = _stat_row(
+        db,
+        "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_indexes "
+        "WHERE indexrelname = 'ix_jobs_claimable'",
+    )
     return int(row[0])
 
 
 def attempt_updates(db: Database) -> tuple[int, int]:
     """(updates of ``job_attempts`` rows so far, of them on their own page (HOT)): an
     attempt is updated once, when it is closed."""
-    row = _stat_row(db, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
-                        "WHERE relname = 'job_attempts'")
+    row = _stat_row(
+        db,
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'job_attempts'",
+    )
     return int(row[0]), int(row[1])
 
 
@@ -599,7 +638,8 @@ def _added(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
 
 
 HISTORY_FORMS: dict[str, Callable[[str, int, bool], float]] = {
-    "grown": grow_history, "loaded": load_history,
+    "grown": grow_history,
+    "loaded": load_history,
 }
 
 
@@ -612,8 +652,9 @@ def sized_database(
         assert db.libpq_url is not None
         if size and template is None:
             seconds = HISTORY_FORMS[form](db.libpq_url, size, upkeep)
-            print(f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s",
-                  flush=True)
+            print(
+                f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s", flush=True
+            )
         apply_schedules(db)
         yield Sized(size, db)
 
@@ -631,8 +672,7 @@ def kept_history(admin_url: str, size: int, form: str, upkeep: bool = True) -> s
     admin = libpq(admin_url)
     with psycopg.connect(admin, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            print(f"  {form} {size:,} finished jobs: copying the kept database {name}",
-                  flush=True)
+            print(f"  {form} {size:,} finished jobs: copying the kept database {name}", flush=True)
             return name
         conn.execute(f'CREATE DATABASE "{name}"')
     db = pg_database(admin_url, name)
@@ -644,8 +684,11 @@ def kept_history(admin_url: str, size: int, form: str, upkeep: bool = True) -> s
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         raise
-    print(f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s, kept as "
-          f"{name} (DROP DATABASE it when done)", flush=True)
+    print(
+        f"  {form} {size:,} finished jobs and their attempts in {seconds:.0f} s, kept as "
+        f"{name} (DROP DATABASE it when done)",
+        flush=True,
+    )
     return name
 
 
@@ -683,8 +726,10 @@ RATIOS: list[tuple[str, Callable[[Figures], float], bool | None, str]] = [
 
 def report(sized: Sequence[Sized]) -> None:
     base = sized[0]
-    print("\nHistory size: each figure, and its ratio to the same round's empty-table figure "
-          "(median over rounds; target >= 0.9)")
+    print(
+        "\nHistory size: each figure, and its ratio to the same round's empty-table figure "
+        "(median over rounds; target >= 0.9)"
+    )
     header = f"  {'figure':<32}" + "".join(f"{s.label:>19}" for s in sized)
     print(header)
     for name, pick, higher_better, unit in RATIOS:
@@ -705,11 +750,14 @@ def report(sized: Sequence[Sized]) -> None:
 
 
 def backlog(admin_url: str, count: int, deep: int, workdir: Path, rounds: int) -> None:
-    print(f"\nDeep queue: the first {count:,} jobs of a {deep:,}-deep QUEUED backlog, "
-          f"against a {count:,}-deep queue (2 executors, defaults)")
-    with fresh_database("postgresql", admin_url) as big, fresh_database(
-        "postgresql", admin_url
-    ) as small:
+    print(
+        f"\nDeep queue: the first {count:,} jobs of a {deep:,}-deep QUEUED backlog, "
+        f"against a {count:,}-deep queue (2 executors, defaults)"
+    )
+    with (
+        fresh_database("postgresql", admin_url) as big,
+        fresh_database("postgresql", admin_url) as small,
+    ):
         for db, n in ((big, deep), (small, count)):
             assert db.libpq_url is not None
             with psycopg.connect(db.libpq_url, autocommit=True) as conn:
@@ -720,8 +768,10 @@ def backlog(admin_url: str, count: int, deep: int, workdir: Path, rounds: int) -
         ratios = []
         for r in range(rounds):
             rates = {}
-            for name, db in (("shallow", small), ("deep", big)) if r % 2 == 0 else (
-                ("deep", big), ("shallow", small)
+            for name, db in (
+                (("shallow", small), ("deep", big))
+                if r % 2 == 0
+                else (("deep", big), ("shallow", small))
             ):
                 assert db.libpq_url is not None
                 if name == "shallow" and r:
@@ -729,10 +779,12 @@ def backlog(admin_url: str, count: int, deep: int, workdir: Path, rounds: int) -
                         conn.execute(_LOAD_BACKLOG, {"n": count})
                 rates[name] = _drain_first(db, count, workdir, f"backlog-{name}-{r}")
             ratios.append(rates["deep"][1] / rates["shallow"][1])
-            print(f"  round {r + 1}: shallow {rates['shallow'][0]:,.0f} jobs/s (steady "
-                  f"{rates['shallow'][1]:,.0f}), deep {rates['deep'][0]:,.0f} (steady "
-                  f"{rates['deep'][1]:,.0f}): deep / shallow {ratios[-1]:.2f} (steady)",
-                  flush=True)
+            print(
+                f"  round {r + 1}: shallow {rates['shallow'][0]:,.0f} jobs/s (steady "
+                f"{rates['shallow'][1]:,.0f}), deep {rates['deep'][0]:,.0f} (steady "
+                f"{rates['deep'][1]:,.0f}): deep / shallow {ratios[-1]:.2f} (steady)",
+                flush=True,
+            )
         print(f"  median deep / shallow: {statistics.median(ratios):.2f} (target >= 0.9)")
 
 
@@ -776,8 +828,13 @@ CYCLE_CHUNK = 100_000
 
 
 def vacuum_cycle(
-    admin_url: str, size: int, total: int, workdir: Path, form: str = "grown",
-    keep: bool = False, upkeep: bool = True,
+    admin_url: str,
+    size: int,
+    total: int,
+    workdir: Path,
+    form: str = "grown",
+    keep: bool = False,
+    upkeep: bool = True,
 ) -> None:
     """``total`` jobs through rota (``enqueue_many``, then 2 executors at the defaults), in
     chunks of ``CYCLE_CHUNK`` alternating between an empty database and one holding
@@ -788,9 +845,12 @@ def vacuum_cycle(
     autovacuum comes by once per million jobs (two dead versions each), an
     empty table's every few chunks. This is one such cycle of the big table.
     """
-    print(f"\nOne vacuum cycle: {total:,} jobs enqueued and drained in chunks of "
-          f"{CYCLE_CHUNK:,}, an empty database against {size:,} finished jobs, each "
-          f"vacuumed and analyzed when autovacuum's default triggers would", flush=True)
+    print(
+        f"\nOne vacuum cycle: {total:,} jobs enqueued and drained in chunks of "
+        f"{CYCLE_CHUNK:,}, an empty database against {size:,} finished jobs, each "
+        f"vacuumed and analyzed when autovacuum's default triggers would",
+        flush=True,
+    )
     with (
         fresh_database("postgresql", admin_url) as small,
         sized_database(admin_url, size, form, keep, upkeep) as big,
@@ -808,14 +868,16 @@ def vacuum_cycle(
                 blocks = claim_index_blocks(c.db)
                 io_before = io_ms(c.db)
                 closings = attempt_updates(c.db)
-                _, steady, cpu = drain_cpu(c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir,
-                                           f"cycle-{c.rows}-{i}")
+                _, steady, cpu = drain_cpu(
+                    c.db, sampled_jobs(n // ENQUEUE_SAMPLES), workdir, f"cycle-{c.rows}-{i}"
+                )
                 drained = time.perf_counter()
                 c.backend_cpu += cpu.backends * n / 1000
                 blocks = claim_index_blocks(c.db) - blocks
                 io = [a - b for a, b in zip(io_ms(c.db), io_before, strict=True)]
-                closed, in_place = (a - b for a, b in zip(attempt_updates(c.db), closings,
-                                                          strict=True))
+                closed, in_place = (
+                    a - b for a, b in zip(attempt_updates(c.db), closings, strict=True)
+                )
                 c.closed, c.in_place = c.closed + closed, c.in_place + in_place
                 written = wal_since(c.db, before)
                 c.enqueue_s += enqueued - started
@@ -825,32 +887,38 @@ def vacuum_cycle(
                 c.dead += 2 * n  # the queued and the running version
                 c.changed += 3 * n  # inserted, claimed, finished
                 c.autovacuum()
-                print(f"  chunk {i // CYCLE_CHUNK + 1}, {c.label}: enqueue "
-                      f"{n / (enqueued - started):,.0f}/s, "
-                      f"drain {n / (drained - enqueued):,.0f}/s (steady {steady:,.0f}), "
-                      f"{written[0] / n:,.0f} B of WAL a job, "
-                      f"{1000 * written[1] / n:.1f} full pages per 1,000, "
-                      f"{blocks / n:.1f} claim-index blocks a job, "
-                      f"{100 * in_place / max(1, closed):.0f}% of attempts closed in place, "
-                      f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000 (executors "
-                      f"{cpu.executors * 1000:.0f}, the rest of the machine "
-                      f"{cpu.other * 1000:.0f}); draining, "
-                      f"{io[0] / 1000:.1f} s of block I/O, {io[1] / 1000:.1f} s of WAL I/O",
-                      flush=True)
+                print(
+                    f"  chunk {i // CYCLE_CHUNK + 1}, {c.label}: enqueue "
+                    f"{n / (enqueued - started):,.0f}/s, "
+                    f"drain {n / (drained - enqueued):,.0f}/s (steady {steady:,.0f}), "
+                    f"{written[0] / n:,.0f} B of WAL a job, "
+                    f"{1000 * written[1] / n:.1f} full pages per 1,000, "
+                    f"{blocks / n:.1f} claim-index blocks a job, "
+                    f"{100 * in_place / max(1, closed):.0f}% of attempts closed in place, "
+                    f"{cpu.backends * 1000:.0f} ms of backend CPU per 1,000 (executors "
+                    f"{cpu.executors * 1000:.0f}, the rest of the machine "
+                    f"{cpu.other * 1000:.0f}); draining, "
+                    f"{io[0] / 1000:.1f} s of block I/O, {io[1] / 1000:.1f} s of WAL I/O",
+                    flush=True,
+                )
         for c in cycles:
-            print(f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
-                  f"{total / c.drain_s:,.0f}/s, {c.wal[0] / total:,.0f} B of WAL a job, "
-                  f"{1000 * c.wal[1] / total:.1f} full pages per 1,000, "
-                  f"{c.backend_cpu * 1e6 / total:.0f} ms of backend CPU per 1,000, "
-                  f"{100 * c.in_place / max(1, c.closed):.0f}% of attempts closed in place; "
-                  f"{c.vacuums} VACUUM, "
-                  f"{c.analyzes} ANALYZE")
+            print(
+                f"  {c.label}: enqueue {total / c.enqueue_s:,.0f}/s, drain "
+                f"{total / c.drain_s:,.0f}/s, {c.wal[0] / total:,.0f} B of WAL a job, "
+                f"{1000 * c.wal[1] / total:.1f} full pages per 1,000, "
+                f"{c.backend_cpu * 1e6 / total:.0f} ms of backend CPU per 1,000, "
+                f"{100 * c.in_place / max(1, c.closed):.0f}% of attempts closed in place; "
+                f"{c.vacuums} VACUUM, "
+                f"{c.analyzes} ANALYZE"
+            )
         base, other = cycles
-        print(f"  over the cycle, {other.label} / empty: enqueue "
-              f"{base.enqueue_s / other.enqueue_s:.2f}, drain {base.drain_s / other.drain_s:.2f} "
-              f"(target >= 0.9); backend CPU per job "
-              f"{other.backend_cpu / max(1e-9, base.backend_cpu):.2f} x the empty table's",
-              flush=True)
+        print(
+            f"  over the cycle, {other.label} / empty: enqueue "
+            f"{base.enqueue_s / other.enqueue_s:.2f}, drain {base.drain_s / other.drain_s:.2f} "
+            f"(target >= 0.9); backend CPU per job "
+            f"{other.backend_cpu / max(1e-9, base.backend_cpu):.2f} x the empty table's",
+            flush=True,
+        )
 
 
 def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[float, float]:
@@ -866,14 +934,20 @@ def _drain_first(db: Database, count: int, workdir: Path, tag: str) -> tuple[flo
             return int(row[0])
 
         before = succeeded()
-        rate, steady, _ = _watched_drain(conn, db, count, workdir, tag,
-                                         lambda: succeeded() - before)
+        rate, steady, _ = _watched_drain(
+            conn, db, count, workdir, tag, lambda: succeeded() - before
+        )
         return rate, steady
 
 
 def run(
-    admin_url: str, sizes: Sequence[int], rounds: int, count: int, form: str = "grown",
-    keep: bool = False, upkeep: bool = True,
+    admin_url: str,
+    sizes: Sequence[int],
+    rounds: int,
+    count: int,
+    form: str = "grown",
+    keep: bool = False,
+    upkeep: bool = True,
 ) -> list[Sized]:
     with (
         tempfile.TemporaryDirectory(prefix="rota_bench_hist_") as tmp,
@@ -883,9 +957,7 @@ def run(
         sized = []
         for size in sizes:
             print(f"  preparing a database with {size:,} finished jobs", flush=True)
-            sized.append(
-                stack.enter_context(sized_database(admin_url, size, form, keep, upkeep))
-            )
+            sized.append(stack.enter_context(sized_database(admin_url, size, form, keep, upkeep)))
             sized[-1].control = len(sized) > 1 and size == 0
         # Copying a kept 10-million-row database leaves 7 GB for the kernel to write
         # back: the first round's fsyncs waited behind it (one drain at 0.4 x).
@@ -921,58 +993,91 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.bench_history", description=__doc__,
+        prog="python -m bench.bench_history",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--sizes", default="0,0,1000000",
-                        help="finished jobs in each database; the first is the base (0), a "
-                             "later 0 is a control (a second empty database)")
+    parser.add_argument(
+        "--sizes",
+        default="0,0,1000000",
+        help="finished jobs in each database; the first is the base (0), a "
+        "later 0 is a control (a second empty database)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=20_000,
-                        help=f"jobs per enqueue sample ({ENQUEUE_SAMPLES} a round, all drained)")
     parser.add_argument(
-        "--history", choices=sorted(HISTORY_FORMS), default="grown",
+        "--jobs",
+        type=int,
+        default=20_000,
+        help=f"jobs per enqueue sample ({ENQUEUE_SAMPLES} a round, all drained)",
+    )
+    parser.add_argument(
+        "--history",
+        choices=sorted(HISTORY_FORMS),
+        default="grown",
         help="grown: each job inserted queued, claimed and finished, vacuumed as autovacuum "
-             "would (a table in use); loaded: inserted finished in bulk (fast; a restored "
-             "table, whose pages' leftover crumbs new rows harvest first)",
+        "would (a table in use); loaded: inserted finished in bulk (fast; a restored "
+        "table, whose pages' leftover crumbs new rows harvest first)",
     )
     parser.add_argument(
-        "--keep-history", action="store_true",
+        "--keep-history",
+        action="store_true",
         help="keep each history database (rota_bench_hist_*) and measure a copy of it; a "
-             "later run with this flag copies it instead of growing it again",
+        "later run with this flag copies it instead of growing it again",
     )
     parser.add_argument(
-        "--no-upkeep", action="store_true",
+        "--no-upkeep",
+        action="store_true",
         help="leave out the index upkeep check at the end of a history (what the "
-             "executors' rebuild of bloated indexes buys, measured against the default)",
+        "executors' rebuild of bloated indexes buys, measured against the default)",
     )
     parser.add_argument("--backlog", action="store_true", help="the 1M-deep queue case too")
     parser.add_argument("--backlog-depth", type=int, default=1_000_000)
     parser.add_argument(
-        "--backlog-rounds", type=int, default=5,
+        "--backlog-rounds",
+        type=int,
+        default=5,
         help="deep and shallow drains, alternating (a round takes about 15 s; one of 3 "
-             "rounds at 0.77 decided a median)",
+        "rounds at 0.77 decided a median)",
     )
     parser.add_argument(
-        "--cycle", type=int, default=0, metavar="SIZE",
+        "--cycle",
+        type=int,
+        default=0,
+        metavar="SIZE",
         help="also one vacuum cycle of a SIZE-row history (10000000: a million jobs through "
-             "rota against an empty database, each vacuumed as autovacuum would; 5 minutes)",
+        "rota against an empty database, each vacuumed as autovacuum would; 5 minutes)",
     )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     if not sizes or sizes[0] != 0:
         parser.error("--sizes must start with 0, the base every ratio is taken against")
-    print(f"History size on PostgreSQL: sizes {', '.join(f'{s:,}' for s in sizes)}, "
-          f"{args.rounds} round(s), {ENQUEUE_SAMPLES} enqueue samples of {args.jobs:,} jobs "
-          f"a round (all drained), history {args.history}"
-          f"{' without index upkeep' if args.no_upkeep else ''}")
-    run(args.pg_url, sizes, args.rounds, args.jobs, args.history, args.keep_history,
-        not args.no_upkeep)
+    print(
+        f"History size on PostgreSQL: sizes {', '.join(f'{s:,}' for s in sizes)}, "
+        f"{args.rounds} round(s), {ENQUEUE_SAMPLES} enqueue samples of {args.jobs:,} jobs "
+        f"a round (all drained), history {args.history}"
+        f"{' without index upkeep' if args.no_upkeep else ''}"
+    )
+    run(
+        args.pg_url,
+        sizes,
+        args.rounds,
+        args.jobs,
+        args.history,
+        args.keep_history,
+        not args.no_upkeep,
+    )
     if args.cycle:
         with tempfile.TemporaryDirectory(prefix="rota_bench_cycle_") as tmp:
-            vacuum_cycle(args.pg_url, args.cycle, max(CYCLE_CHUNK, args.cycle // 10),
-                         Path(tmp), args.history, args.keep_history, not args.no_upkeep)
+            vacuum_cycle(
+                args.pg_url,
+                args.cycle,
+                max(CYCLE_CHUNK, args.cycle // 10),
+                Path(tmp),
+                args.history,
+                args.keep_history,
+                not args.no_upkeep,
+            )
     if args.backlog:
         with tempfile.TemporaryDirectory(prefix="rota_bench_backlog_") as tmp:
             backlog(args.pg_url, args.jobs, args.backlog_depth, Path(tmp), args.backlog_rounds)

@@ -46,8 +46,7 @@ from rota.shared.queries.metrics import add_metric_deltas
 TYPES = [f"type{i}" for i in range(20)]
 _PG_SERIES = "generate_series(1, :n) AS g(i)"
 _SQLITE_SERIES = (
-    "(WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < :n) "
-    "SELECT i FROM g)"
+    "(WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < :n) SELECT i FROM g)"
 )
 
 

@@ -26,17 +26,33 @@ from bench.bench_executor import DEFAULT_PG_URL
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="one round of each and smaller counts (a smoke run, noisy)")
-    parser.add_argument("--long", action="store_true",
-                        help="history at 10 million rows too, and the 1M-deep backlog")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run_all",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one round of each and smaller counts (a smoke run, noisy)",
+    )
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help="history at 10 million rows too, and the 1M-deep backlog",
+    )
     parser.add_argument("--skip-history", action="store_true")
-    parser.add_argument("--history", choices=sorted(bench_history.HISTORY_FORMS),
-                        default="grown", help="how the history is made (see bench_history)")
-    parser.add_argument("--keep-history", action="store_true",
-                        help="keep the history databases for the next run (see bench_history)")
+    parser.add_argument(
+        "--history",
+        choices=sorted(bench_history.HISTORY_FORMS),
+        default="grown",
+        help="how the history is made (see bench_history)",
+    )
+    parser.add_argument(
+        "--keep-history",
+        action="store_true",
+        help="keep the history databases for the next run (see bench_history)",
+    )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
     rounds = "1" if args.quick else "3"
@@ -53,10 +69,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.skip_history:
         print("\n" + "=" * 78 + "\n3. history size\n" + "=" * 78)
-        sizes = "0,0,1000000,10000000" if args.long else (
-            "0,100000" if args.quick else "0,0,1000000")
-        history = ["--sizes", sizes, "--rounds", "1" if args.quick else "3", "--jobs", jobs,
-                   "--history", args.history, "--pg-url", args.pg_url]
+        sizes = (
+            "0,0,1000000,10000000" if args.long else ("0,100000" if args.quick else "0,0,1000000")
+        )
+        history = [
+            "--sizes",
+            sizes,
+            "--rounds",
+            "1" if args.quick else "3",
+            "--jobs",
+            jobs,
+            "--history",
+            args.history,
+            "--pg-url",
+            args.pg_url,
+        ]
         if args.long:
             history.append("--backlog")
         if args.keep_history:

@@ -169,12 +169,27 @@ class Process:
         self.starts += 1
         self.health_port = free_port()
         argv = [
-            self.kind, "--db", self.url, "--liveness-interval", "1",
-            "--health-port", str(self.health_port), "--health-host", "127.0.0.1",
+            self.kind,
+            "--db",
+            self.url,
+            "--liveness-interval",
+            "1",
+            "--health-port",
+            str(self.health_port),
+            "--health-host",
+            "127.0.0.1",
         ]
         if self.kind == "executor":
-            argv += ["--concurrency", "6", "--poll-interval", "0.5", "--sweep-interval", "1",
-                     "--drain-timeout", "3"]
+            argv += [
+                "--concurrency",
+                "6",
+                "--poll-interval",
+                "0.5",
+                "--sweep-interval",
+                "1",
+                "--drain-timeout",
+                "3",
+            ]
         else:
             argv += ["--max-sleep", "0.5"]
         path = self.log_path = self.log_dir / f"{self.name}-{self.starts}.log"
@@ -330,8 +345,12 @@ class Soak:
         for argv in (["migrate"], ["apply", str(schedule_path)]):
             done = subprocess.run(
                 [sys.executable, "-m", "rota.cli.main", *argv, "--db", url],
-                cwd=ROOT, capture_output=True, text=True, timeout=120,
-                env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                check=False,
             )
             if done.returncode != 0:
                 raise RuntimeError(f"rota {argv[0]} failed: {done.stdout}{done.stderr}")
@@ -342,8 +361,9 @@ class Soak:
 
     def chaos(self, url: str) -> None:
         assert self.engine is not None
-        self.fleet = [Process(k, i, url, self.log_dir) for k in ("scheduler", "executor")
-                      for i in range(3)]
+        self.fleet = [
+            Process(k, i, url, self.log_dir) for k in ("scheduler", "executor") for i in range(3)
+        ]
         for p in self.fleet:
             p.start()
         load = Load(self.engine, self.figures, random.Random(self.seed + 1))
@@ -383,8 +403,10 @@ class Soak:
             self.figures.restarts += 1
         load.halt.set()
         load.join(timeout=30)
-        ran = Check("the ad-hoc load and cancels ran to the end",
-                    f"{len(self.figures.enqueued)} enqueued, {self.figures.cancels} cancelled")
+        ran = Check(
+            "the ad-hoc load and cancels ran to the end",
+            f"{len(self.figures.enqueued)} enqueued, {self.figures.cancels} cancelled",
+        )
         if load.crash is not None:
             ran.violations.append(f"the load thread stopped early: {load.crash}")
         if not self.figures.enqueued or not self.figures.cancels:
@@ -480,9 +502,9 @@ class Soak:
                     if ran is None and state == JobState.SUCCEEDED:
                         ran = time.monotonic() - up
                     newer = conn.execute(
-                        select(func.count()).select_from(jobs).where(
-                            jobs.c.schedule_name.is_not(None), jobs.c.created_at > since
-                        )
+                        select(func.count())
+                        .select_from(jobs)
+                        .where(jobs.c.schedule_name.is_not(None), jobs.c.created_at > since)
                     ).scalar_one()
                     if made is None and newer:
                         made = time.monotonic() - up
@@ -521,8 +543,10 @@ class Soak:
         with self.engine.connect() as conn:
             self.checks.append(check_live(conn, alive, calm, claimed))
         unhealthy = [p.name for p in self.fleet if not p.healthy()]
-        health = Check("every process answers /healthz 200",
-                       f"{len(self.fleet) - len(unhealthy)} of {len(self.fleet)}")
+        health = Check(
+            "every process answers /healthz 200",
+            f"{len(self.fleet) - len(unhealthy)} of {len(self.fleet)}",
+        )
         health.violations = [f"{name}: /healthz not 200" for name in unhealthy]
         self.checks.append(health)
         for p in self.fleet:
@@ -535,24 +559,32 @@ class Soak:
             with self.engine.begin() as conn:
                 now = read_clock(conn)
                 busy = conn.execute(
-                    select(func.count()).select_from(jobs).where(
+                    select(func.count())
+                    .select_from(jobs)
+                    .where(
                         (jobs.c.state.in_(LEASED))
-                        | (jobs.c.state.in_([JobState.QUEUED, JobState.RETRY_WAIT])
-                           & (jobs.c.run_after <= now))
+                        | (
+                            jobs.c.state.in_([JobState.QUEUED, JobState.RETRY_WAIT])
+                            & (jobs.c.run_after <= now)
+                        )
                     )
                 ).scalar_one()
             if busy == 0:
                 break
             time.sleep(0.5)
         codes = {p.name: p.signal(signal.SIGTERM) for p in self.fleet if p.kind == "executor"}
-        stops = Check("every process stops cleanly on SIGTERM (chaos and end)",
-                      ", ".join(f"{k}={v}" for k, v in codes.items()))
+        stops = Check(
+            "every process stops cleanly on SIGTERM (chaos and end)",
+            ", ".join(f"{k}={v}" for k, v in codes.items()),
+        )
         stops.violations = [f"{k}: exit {v}" for k, v in codes.items() if v != 0]
         stops.violations += self.figures.slow_stops
         self.checks.append(stops)
-        died = Check("no running process died on its own",
-                     f"{len(self.figures.died)} died; {len(self.figures.startup_refusals)} "
-                     "refused to start while the server was down (restarted)")
+        died = Check(
+            "no running process died on its own",
+            f"{len(self.figures.died)} died; {len(self.figures.startup_refusals)} "
+            "refused to start while the server was down (restarted)",
+        )
         died.violations = list(self.figures.died)
         self.checks.append(died)
         with self.engine.begin() as conn:
@@ -575,12 +607,20 @@ class Soak:
                     check_terminal_kept(conn, self.snapshot_before_failover, "the failover")
                 )
         self.checks.append(check_logs(self.log_dir.glob("*.log")))
-        self.checks.append(check_recovered(
-            "executors", [o["executor_recovery_s"] for o in self.figures.outages],
-            RECOVERY_LIMIT))
-        self.checks.append(check_recovered(
-            "schedulers", [o["scheduler_recovery_s"] for o in self.figures.outages],
-            RECOVERY_LIMIT))
+        self.checks.append(
+            check_recovered(
+                "executors",
+                [o["executor_recovery_s"] for o in self.figures.outages],
+                RECOVERY_LIMIT,
+            )
+        )
+        self.checks.append(
+            check_recovered(
+                "schedulers",
+                [o["scheduler_recovery_s"] for o in self.figures.outages],
+                RECOVERY_LIMIT,
+            )
+        )
 
     def report(self, seconds: float) -> None:
         assert self.engine is not None
@@ -599,34 +639,49 @@ class Soak:
             gaps = reclaim_gaps(conn)
         f = self.figures
         print("\n== chaos soak figures ==")
-        print(f"seed {self.seed}; {seconds / 60:.1f} min in all; chaos {self.minutes:g} min"
-              f"{'; failover' if self.failover else ''}")
-        print(f"jobs: {sum(states.values())} ({scheduled} scheduled, {len(f.enqueued)} ad hoc); "
-              + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
-        print(f"attempts: {sum(outcomes.values())}; "
-              + ", ".join(f"{k or 'open'} {v}" for k, v in sorted(outcomes.items(),
-                                                                    key=lambda kv: str(kv[0]))))
-        print(f"signals: {sum(f.kills.values())} ("
-              + ", ".join(f"{k} {v}" for k, v in sorted(f.kills.items()))
-              + f"; {f.early_terms} SIGTERM before start-up); restarts {f.restarts} "
-              f"({len(f.startup_refusals)} after a refused start-up); cancels {f.cancels}; "
-              f"enqueue errors during outages {f.enqueue_errors}")
+        print(
+            f"seed {self.seed}; {seconds / 60:.1f} min in all; chaos {self.minutes:g} min"
+            f"{'; failover' if self.failover else ''}"
+        )
+        print(
+            f"jobs: {sum(states.values())} ({scheduled} scheduled, {len(f.enqueued)} ad hoc); "
+            + ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+        )
+        print(
+            f"attempts: {sum(outcomes.values())}; "
+            + ", ".join(
+                f"{k or 'open'} {v}" for k, v in sorted(outcomes.items(), key=lambda kv: str(kv[0]))
+            )
+        )
+        print(
+            f"signals: {sum(f.kills.values())} ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(f.kills.items()))
+            + f"; {f.early_terms} SIGTERM before start-up); restarts {f.restarts} "
+            f"({len(f.startup_refusals)} after a refused start-up); cancels {f.cancels}; "
+            f"enqueue errors during outages {f.enqueue_errors}"
+        )
         if gaps:
             gaps.sort()
-            print(f"leases expired (killed executor or outage): {len(gaps)}; the job claimed again "
-                  f"{gaps[len(gaps) // 2]:.1f}s (median), {gaps[-1]:.1f}s (max) after the "
-                  "sweeper took it back")
+            print(
+                f"leases expired (killed executor or outage): {len(gaps)}; the job claimed again "
+                f"{gaps[len(gaps) // 2]:.1f}s (median), {gaps[-1]:.1f}s (max) after the "
+                "sweeper took it back"
+            )
         for i, o in enumerate(f.outages, 1):
             ran, made = o["executor_recovery_s"], o["scheduler_recovery_s"]
-            print(f"outage {i} ({o['kind']}): down {o['down_s']:.1f}s; a new job ran "
-                  f"{'-' if ran is None else f'{ran:.1f}s'} and a new occurrence was made "
-                  f"{'-' if made is None else f'{made:.1f}s'} after the server was back")
+            print(
+                f"outage {i} ({o['kind']}): down {o['down_s']:.1f}s; a new job ran "
+                f"{'-' if ran is None else f'{ran:.1f}s'} and a new occurrence was made "
+                f"{'-' if made is None else f'{made:.1f}s'} after the server was back"
+            )
         print("\n== checks ==")
         for check in self.checks:
             print(check.render())
         failed = [c.name for c in self.checks if not c.ok]
-        print(f"\nsoak {'FAILED: ' + '; '.join(failed) if failed else 'passed'}"
-              f" (logs: {self.log_dir})")
+        print(
+            f"\nsoak {'FAILED: ' + '; '.join(failed) if failed else 'passed'}"
+            f" (logs: {self.log_dir})"
+        )
 
     def teardown(self) -> None:
         for p in self.fleet:
@@ -640,14 +695,21 @@ class Soak:
 def reclaim_gaps(conn: Connection) -> list[float]:
     """Seconds from a sweep (an attempt closed LEASE_EXPIRED) to the job's next claim."""
     rows = conn.execute(
-        select(job_attempts.c.job_id, job_attempts.c.lease_generation,
-               job_attempts.c.started_at, job_attempts.c.ended_at, job_attempts.c.outcome)
-        .order_by(job_attempts.c.job_id, job_attempts.c.lease_generation)
+        select(
+            job_attempts.c.job_id,
+            job_attempts.c.lease_generation,
+            job_attempts.c.started_at,
+            job_attempts.c.ended_at,
+            job_attempts.c.outcome,
+        ).order_by(job_attempts.c.job_id, job_attempts.c.lease_generation)
     ).all()
     gaps = []
     for older, newer in itertools.pairwise(rows):
-        if (older.job_id == newer.job_id and older.outcome == "LEASE_EXPIRED"
-                and older.ended_at is not None):
+        if (
+            older.job_id == newer.job_id
+            and older.outcome == "LEASE_EXPIRED"
+            and older.ended_at is not None
+        ):
             gaps.append((newer.started_at - older.ended_at).total_seconds())
     return gaps
 
@@ -657,11 +719,15 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.soak", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--minutes", type=float, default=5.0, help="chaos duration (default 5)")
-    parser.add_argument("--failover", action="store_true",
-                        help="a synchronous standby, promoted while the primary is killed")
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help="a synchronous standby, promoted while the primary is killed",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the working directory (logs) after a passing run")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the working directory (logs) after a passing run"
+    )
     args = parser.parse_args(argv)
     if not (0.2 <= args.minutes <= 24 * 60):
         parser.error("--minutes must be from 0.2 to 1440")

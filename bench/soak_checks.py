@@ -50,9 +50,7 @@ class Check:
         return "\n".join(lines)
 
 
-def check_occurrences(
-    conn: Connection, specs: Mapping[str, ScheduleSpec], end: datetime
-) -> Check:
+def check_occurrences(conn: Connection, specs: Mapping[str, ScheduleSpec], end: datetime) -> Check:
     """Every occurrence exactly one job, per schedule, per instant in (applied, end].
 
     ``applied`` is the schedule row's ``created_at``. An instant without a job
@@ -102,8 +100,7 @@ def check_occurrences(
         for instant, count in sorted(made.items()):
             if instant not in expected_set and start < instant <= end:
                 check.violations.append(
-                    f"{name}@{_z(instant)}: {count} job(s) at an instant the rule "
-                    "does not produce"
+                    f"{name}@{_z(instant)}: {count} job(s) at an instant the rule does not produce"
                 )
         if not expected:
             check.violations.append(f"{name}: no occurrence fell in the window (vacuous)")
@@ -128,16 +125,18 @@ def check_committed(conn: Connection, committed: Iterable[uuid.UUID]) -> Check:
     return check
 
 
-def check_terminal_kept(
-    conn: Connection, snapshot: Mapping[uuid.UUID, str], label: str
-) -> Check:
+def check_terminal_kept(conn: Connection, snapshot: Mapping[uuid.UUID, str], label: str) -> Check:
     """Jobs seen finished before ``label`` are still finished, in the same state."""
-    now = {
-        r.job_id: r.state
-        for r in conn.execute(
-            select(jobs.c.job_id, jobs.c.state).where(jobs.c.job_id.in_(list(snapshot)))
-        )
-    } if snapshot else {}
+    now = (
+        {
+            r.job_id: r.state
+            for r in conn.execute(
+                select(jobs.c.job_id, jobs.c.state).where(jobs.c.job_id.in_(list(snapshot)))
+            )
+        }
+        if snapshot
+        else {}
+    )
     check = Check(
         f"outcomes committed before {label} kept",
         f"{len(snapshot)} finished jobs seen before, {len(now)} found",
@@ -163,9 +162,7 @@ def check_settled(conn: Connection, at: datetime) -> Check:
     reasons: dict[str, int] = defaultdict(int)
     terminal = 0
     for r in conn.execute(
-        select(
-            jobs.c.job_id, jobs.c.job_type, jobs.c.state, jobs.c.run_after, jobs.c.lease_owner
-        )
+        select(jobs.c.job_id, jobs.c.job_type, jobs.c.state, jobs.c.run_after, jobs.c.lease_owner)
     ):
         if r.state in TERMINAL:
             terminal += 1
@@ -180,8 +177,7 @@ def check_settled(conn: Connection, at: datetime) -> Check:
             )
         else:
             check.violations.append(
-                f"job {r.job_id} ({r.job_type}): {r.state}, due since {_z(r.run_after)}, "
-                "never run"
+                f"job {r.job_id} ({r.job_type}): {r.state}, due since {_z(r.run_after)}, never run"
             )
     pending = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none pending"
     check.summary = f"{terminal} terminal; {pending}"
@@ -300,8 +296,7 @@ def check_attempt_budget(conn: Connection) -> Check:
             )
         if len(costly) > job.max_attempts:
             check.violations.append(
-                f"{where}: {len(costly)} attempts cost an attempt, max_attempts "
-                f"{job.max_attempts}"
+                f"{where}: {len(costly)} attempts cost an attempt, max_attempts {job.max_attempts}"
             )
         if numbers and max(numbers) > job.max_attempts:
             check.violations.append(
@@ -328,8 +323,9 @@ def check_live(
     seen = {
         r.pid: r
         for r in conn.execute(
-            select(workers.c.pid, workers.c.kind, workers.c.worker_id, workers.c.last_seen_at)
-            .order_by(workers.c.started_at)
+            select(
+                workers.c.pid, workers.c.kind, workers.c.worker_id, workers.c.last_seen_at
+            ).order_by(workers.c.started_at)
         )
     }
     fresh = 0
@@ -354,9 +350,7 @@ def check_live(
     return check
 
 
-def claims_since(
-    conn: Connection, pids: Iterable[int], since: datetime
-) -> dict[int, int]:
+def claims_since(conn: Connection, pids: Iterable[int], since: datetime) -> dict[int, int]:
     """Attempts started after ``since`` by the executor of each pid (via the workers table)."""
     ids = {
         r.worker_id: r.pid

@@ -26,9 +26,13 @@ SUPERUSER = "postgres"
 
 def find_bindir() -> Path:
     """The directory holding initdb and pg_ctl (``ROTA_SOAK_PG=pgserver``: pgserver's)."""
-    found = [] if os.environ.get("ROTA_SOAK_PG") == "pgserver" else sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"),
-        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
+    found = (
+        []
+        if os.environ.get("ROTA_SOAK_PG") == "pgserver"
+        else sorted(
+            glob.glob("/usr/lib/postgresql/*/bin"),
+            key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
+        )
     )
     for candidate in reversed(found):
         if (Path(candidate) / "initdb").exists():
@@ -122,12 +126,17 @@ class Node:
         """A streaming standby of ``primary`` (``pg_basebackup -R``: standby.signal)."""
         self._run(
             "pg_basebackup",
-            "-D", str(self.datadir),
-            "-h", "127.0.0.1",
-            "-p", str(primary.port),
-            "-U", SUPERUSER,
+            "-D",
+            str(self.datadir),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            SUPERUSER,
             "-R",
-            "-X", "stream",
+            "-X",
+            "stream",
             "--checkpoint=fast",
             timeout=300,
         )
@@ -142,8 +151,9 @@ class Node:
         )
 
     def start(self) -> None:
-        self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60",
-                  "start")
+        self._run(
+            "pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60", "start"
+        )
 
     def stop_immediate(self) -> None:
         self._run("pg_ctl", "-D", str(self.datadir), "-m", "immediate", "-w", "stop")
@@ -219,9 +229,7 @@ class Cluster:
     def rota_url(self) -> str:
         """The URL the rota processes use: multi-host with a standby, else the primary."""
         if self.standby is None:
-            return (
-                f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.primary.port}/{self.DBNAME}"
-            )
+            return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.primary.port}/{self.DBNAME}"
         return (
             f"postgresql+psycopg://{SUPERUSER}@/{self.DBNAME}"
             f"?host=127.0.0.1:{self.primary.port},127.0.0.1:{self.standby.port}"

@@ -62,7 +62,12 @@ def claim_as(
     db = LoopConnection(engine)
     try:
         return claim_jobs(
-            db, owner=owner, pools=tuple(pools), limit=limit, tenant_limit=tenant_limit, now=now,
+            db,
+            owner=owner,
+            pools=tuple(pools),
+            limit=limit,
+            tenant_limit=tenant_limit,
+            now=now,
             starts=starts,
         )
     finally:

@@ -46,14 +46,21 @@ class Cluster:
     def init(self) -> None:
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         self.start()
-        self._run(
-            "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "rota"
-        )
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "rota")
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
-                  str(self.base / "server.log"), "-w", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.base / "server.log"),
+            "-w",
+            "start",
+        )
 
     def stop(self, mode: str = "immediate") -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")

@@ -36,8 +36,9 @@ def test_a_history_holds_finished_jobs_each_with_its_closed_attempt(
     libpq = _libpq(fresh_pg_url)
     make(libpq, TOTAL, True)
     with psycopg.connect(libpq) as conn:
-        states: Counter[str] = Counter(dict(conn.execute(
-            "SELECT state, count(*) FROM jobs GROUP BY state").fetchall()))
+        states: Counter[str] = Counter(
+            dict(conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall())
+        )
         assert sum(states.values()) == TOTAL
         assert set(states) == {"SUCCEEDED", "FAILED", "CANCELLED"}
         assert abs(states["SUCCEEDED"] / TOTAL - 0.90) < 0.03
@@ -62,8 +63,18 @@ def test_a_history_holds_finished_jobs_each_with_its_closed_attempt(
             FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.job_id
         """).fetchone()
         assert row is not None
-        (no_attempt, attempt_mismatch, unfinished, bad_error, keyed, distinct_keys,
-         half_scheduled, recent, not_future, bad_ids) = row
+        (
+            no_attempt,
+            attempt_mismatch,
+            unfinished,
+            bad_error,
+            keyed,
+            distinct_keys,
+            half_scheduled,
+            recent,
+            not_future,
+            bad_ids,
+        ) = row
         assert (no_attempt, attempt_mismatch, unfinished, bad_error) == (0, 0, 0, 0)
         assert keyed == distinct_keys == TOTAL // 2
         assert half_scheduled == 0

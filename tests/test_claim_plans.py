@@ -42,8 +42,9 @@ _FINISHED_ROWS = """
 def aged_engine(fresh_pg_url: str) -> Any:
     engine = make_engine(fresh_pg_url)
     with engine.begin() as conn:
-        upsert_job_types(conn, [JobTypeSpec(name="old", handler="m:f"),
-                                JobTypeSpec(name="burst", handler="m:f")])
+        upsert_job_types(
+            conn, [JobTypeSpec(name="old", handler="m:f"), JobTypeSpec(name="burst", handler="m:f")]
+        )
         conn.execute(text(_FINISHED_ROWS), {"n": FINISHED})
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("ANALYZE jobs"))  # statistics of an empty queue
@@ -56,8 +57,9 @@ def aged_engine(fresh_pg_url: str) -> Any:
 def _explain(engine: Engine, statement: Any, params: dict[str, Any], prelude: bool) -> str:
     with engine.connect() as conn:  # rolled back on close: EXPLAIN ANALYZE ran the claim
         if prelude:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                         {"key": jobs_claim.CLAIM_LOCK_KEY})
+            conn.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": jobs_claim.CLAIM_LOCK_KEY}
+            )
         rows = conn.execute(text("EXPLAIN (ANALYZE, COSTS OFF) " + statement.text), params)
         return "\n".join(r[0] for r in rows)
 
@@ -104,15 +106,17 @@ def test_the_claim_reads_each_pool_in_index_order(
     each of its two ranges is where a B-tree scan begins (an index condition, not a filter
     over every dead entry before it). The claim takes its full batch."""
     with aged_engine.connect() as conn:
-        first = conn.execute(text(
-            "SELECT priority, run_after, created_at FROM jobs WHERE state = 'QUEUED' "
-            "ORDER BY priority, run_after, created_at LIMIT 1"
-        )).one()
-        params = jobs_claim._params(conn, "w", ["default", "other"][:n_pools], 48, None, None,
-                                    None)
+        first = conn.execute(
+            text(
+                "SELECT priority, run_after, created_at FROM jobs WHERE state = 'QUEUED' "
+                "ORDER BY priority, run_after, created_at LIMIT 1"
+            )
+        ).one()
+        params = jobs_claim._params(conn, "w", ["default", "other"][:n_pools], 48, None, None, None)
     params.update(start_priority=first[0], start_run_after=first[1], start_created_at=first[2])
-    plan = _explain(aged_engine, jobs_claim._pg_claim_unkeyed(n_pools, from_start), params,
-                    prelude=False)
+    plan = _explain(
+        aged_engine, jobs_claim._pg_claim_unkeyed(n_pools, from_start), params, prelude=False
+    )
     lines = plan.splitlines()
     scans = [i for i, line in enumerate(lines) if re.search(r"Scan .* on jobs c(_\d+)?\b", line)]
     # from a start, two ranges a pool: a lower priority number, and from the start on
@@ -121,8 +125,10 @@ def test_the_claim_reads_each_pool_in_index_order(
     for at in scans:
         assert re.search(r"Index Scan using ix_jobs_claimable on jobs c", lines[at]), plan
         assert "Index Cond" in lines[at + 1], plan
-        ranges.append("ROW(priority, run_after, created_at) >=" in lines[at + 1]
-                      or "(priority < " in lines[at + 1])
+        ranges.append(
+            "ROW(priority, run_after, created_at) >=" in lines[at + 1]
+            or "(priority < " in lines[at + 1]
+        )
     assert all(ranges) if from_start else not any(ranges), plan
     assert re.search(r"Update on jobs j .*rows=48 ", plan), plan
 

@@ -42,8 +42,11 @@ CASES: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (("serve",), "--port", ("70000", "-1")),
     (("jobs",), "--limit", (HUGE, "0", "-1")),
     (("preview", "f.yaml", "s"), "--count", ("0", "100000000000000000000")),
-    (("backfill", "s", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"),
-     "--max", ("0", HUGE)),
+    (
+        ("backfill", "s", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"),
+        "--max",
+        ("0", HUGE),
+    ),
     (("cancel", "--type", "t"), "--batch-size", ("0", HUGE)),
     (("replay", "--type", "t"), "--batch-size", ("-1", HUGE)),
     (("enqueue", "t"), "--priority", ("100000000000000000000", "-1000001")),

@@ -547,8 +547,7 @@ def test_job_type_problem(job_type: str, expected: str) -> None:
         ),
         (
             "schedules:\n  a: 1\n b: 2\n",
-            "f.yaml:3: bad YAML: while parsing a block mapping"
-            " did not find expected key",
+            "f.yaml:3: bad YAML: while parsing a block mapping did not find expected key",
         ),
         (
             "job_types:\n  1: {handler: 'm:f'}\n",

@@ -123,8 +123,7 @@ def test_rota_rides_out_a_postgresql_restart(tmp_path: Path, command: str) -> No
         with open(log_path, "wb") as log:
             config = ["--config", str(schedule)] if command == "run" else []
             proc = subprocess.Popen(
-                [sys.executable, "-m", "rota.cli.main", *RIDERS[command], *config,
-                 "--db", url],
+                [sys.executable, "-m", "rota.cli.main", *RIDERS[command], *config, "--db", url],
                 cwd=tmp_path,
                 env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                 stdout=log,

@@ -52,9 +52,9 @@ def start(
     return ex, stop, t
 
 
-def insert_at_once(engine: Engine, *jobs: tuple[JobTypeSpec, dict[str, str], float]) -> list[
-    uuid.UUID
-]:
+def insert_at_once(
+    engine: Engine, *jobs: tuple[JobTypeSpec, dict[str, str], float]
+) -> list[uuid.UUID]:
     """One transaction (one wake-up); claim order by ``run_after``, seconds ago."""
     now = datetime.now(UTC)
     new = [
@@ -73,8 +73,9 @@ def warm_up(engine: Engine, spec: JobTypeSpec, log: Path) -> None:
 
 
 def test_shutdown_hands_prefetched_jobs_back_at_once_with_no_attempt_spent(
-    engine: Engine, tmp_path: Path, running: list[tuple[Executor, threading.Event,
-                                                       threading.Thread]]
+    engine: Engine,
+    tmp_path: Path,
+    running: list[tuple[Executor, threading.Event, threading.Thread]],
 ) -> None:
     log, go = tmp_path / "log.txt", tmp_path / "go"
     long = job_type("long", handler=f"{H}:until_file")
@@ -83,15 +84,20 @@ def test_shutdown_hands_prefetched_jobs_back_at_once_with_no_attempt_spent(
     _ex, stop, thread = start(engine, running, concurrency=1, prefetch=2, drain_timeout=30)
     warm_up(engine, quick, log)
     args = {"log": str(log), "go": str(go)}
-    first, *waiting = insert_at_once(engine, (long, args, 3.0), (quick, args, 2.0),
-                                     (quick, args, 1.0))
+    first, *waiting = insert_at_once(
+        engine, (long, args, 3.0), (quick, args, 2.0), (quick, args, 1.0)
+    )
     wait_for(lambda: f"started {first}" in lines(log), what="the long job to start")
     # the two quick jobs were claimed with it: they wait in the process for the slot
-    wait_for(lambda: all(job_row(engine, j)["state"] == "RUNNING" for j in waiting),
-             what="the quick jobs to be prefetched")
+    wait_for(
+        lambda: all(job_row(engine, j)["state"] == "RUNNING" for j in waiting),
+        what="the quick jobs to be prefetched",
+    )
     stop.set()  # graceful shutdown, 30 s of drain for the running job
-    wait_for(lambda: all(job_row(engine, j)["state"] == "QUEUED" for j in waiting),
-             what="the prefetched jobs to be handed back")
+    wait_for(
+        lambda: all(job_row(engine, j)["state"] == "QUEUED" for j in waiting),
+        what="the prefetched jobs to be handed back",
+    )
     assert job_row(engine, first)["state"] == "RUNNING"  # still draining meanwhile
     for j in waiting:
         row = job_row(engine, j)
@@ -100,13 +106,15 @@ def test_shutdown_hands_prefetched_jobs_back_at_once_with_no_attempt_spent(
     go.touch()
     thread.join(15)
     assert job_row(engine, first)["state"] == "SUCCEEDED"
-    assert not any(line.startswith("ran") and line.split()[1] in map(str, waiting)
-                   for line in lines(log))
+    assert not any(
+        line.startswith("ran") and line.split()[1] in map(str, waiting) for line in lines(log)
+    )
 
 
 def test_a_prefetched_jobs_timeout_counts_from_its_handlers_start(
-    engine: Engine, tmp_path: Path, running: list[tuple[Executor, threading.Event,
-                                                       threading.Thread]]
+    engine: Engine,
+    tmp_path: Path,
+    running: list[tuple[Executor, threading.Event, threading.Thread]],
 ) -> None:
     log, go = tmp_path / "log.txt", tmp_path / "go"
     long = job_type("long", handler=f"{H}:until_file")
@@ -127,8 +135,9 @@ def test_a_prefetched_jobs_timeout_counts_from_its_handlers_start(
 
 
 def test_long_jobs_are_not_prefetched(
-    engine: Engine, tmp_path: Path, running: list[tuple[Executor, threading.Event,
-                                                       threading.Thread]]
+    engine: Engine,
+    tmp_path: Path,
+    running: list[tuple[Executor, threading.Event, threading.Thread]],
 ) -> None:
     log, go = tmp_path / "log.txt", tmp_path / "go"
     long = job_type("long", handler=f"{H}:until_file")

@@ -124,8 +124,9 @@ def test_a_claim_scans_from_where_the_last_began_and_from_the_head_within_rescan
         return ids
 
     def add(priority: int, ago: float) -> uuid.UUID:
-        (job_id,) = add_jobs(engine, spec, priority=priority,
-                             run_after=now - timedelta(seconds=ago))
+        (job_id,) = add_jobs(
+            engine, spec, priority=priority, run_after=now - timedelta(seconds=ago)
+        )
         return job_id
 
     pg = engine.dialect.name == "postgresql"
@@ -247,8 +248,9 @@ def test_a_claim_of_many_pools(engine: Engine, n_pools: int) -> None:
     pools = [f"p{i}" for i in range(n_pools)]
     got = [c.job_id for c in claim_as(engine, OWNER, 3, pools)]
     assert set(got[:2]) == set(sooner) and got[2] in later
-    assert [c.job_id for c in claim_as(engine, OWNER, 3, pools)] == [j for j in later
-                                                                    if j not in got]
+    assert [c.job_id for c in claim_as(engine, OWNER, 3, pools)] == [
+        j for j in later if j not in got
+    ]
 
 
 def test_complete_and_stale_generation_same_owner_is_fenced(
@@ -293,25 +295,45 @@ def test_a_stale_copy_in_the_batch_of_the_current_outcome_neither_lands_nor_is_r
         (old,) = claim(engine)
         expire_all(engine)
         (new,) = claim(engine)
-        stale = Finish(job_id, old.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
-                       "STALE", "from the stale attempt")
-        current = Finish(job_id, new.lease_generation, JobState.RETRY_WAIT,
-                         AttemptOutcome.RETRY, "GOOD", "from the current attempt",
-                         delay_seconds=60)
+        stale = Finish(
+            job_id,
+            old.lease_generation,
+            JobState.FAILED,
+            AttemptOutcome.FAILED,
+            "STALE",
+            "from the stale attempt",
+        )
+        current = Finish(
+            job_id,
+            new.lease_generation,
+            JobState.RETRY_WAIT,
+            AttemptOutcome.RETRY,
+            "GOOD",
+            "from the current attempt",
+            delay_seconds=60,
+        )
         batch = [stale, current] if stale_first else [current, stale]
         with engine.begin() as conn:
             results = finish_if_lease_held(conn, owner=OWNER, finishes=batch)
-        written = {(r.job_id, f.generation) for r, f in zip(results, batch, strict=True)
-                   if isinstance(r, Finished)}
+        written = {
+            (r.job_id, f.generation)
+            for r, f in zip(results, batch, strict=True)
+            if isinstance(r, Finished)
+        }
         assert written == {(job_id, new.lease_generation)}
         row = job_row(engine, job_id)
         assert (row["state"], row["last_error_code"]) == ("RETRY_WAIT", "GOOD")
         atts = attempt_rows(engine, job_id)
         assert [(a["outcome"], a["error_code"]) for a in atts] == [
-            ("LEASE_EXPIRED", "LEASE_EXPIRED"), ("RETRY", "GOOD")]
+            ("LEASE_EXPIRED", "LEASE_EXPIRED"),
+            ("RETRY", "GOOD"),
+        ]
         with engine.begin() as conn:
-            conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
-                state="CANCELLED", run_after=FAR_FUTURE))
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.job_id == job_id)
+                .values(state="CANCELLED", run_after=FAR_FUTURE)
+            )
 
 
 def test_two_outcomes_for_one_lease_in_a_batch_write_the_first_to_job_and_attempt(
@@ -319,17 +341,26 @@ def test_two_outcomes_for_one_lease_in_a_batch_write_the_first_to_job_and_attemp
 ) -> None:
     (job_id,) = add_jobs(engine, spec)
     (c,) = claim(engine)
-    first = Finish(job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED,
-                   "FIRST", "first")
-    second = Finish(job_id, c.lease_generation, JobState.RETRY_WAIT, AttemptOutcome.RETRY,
-                    "SECOND", "second", delay_seconds=60)
+    first = Finish(
+        job_id, c.lease_generation, JobState.FAILED, AttemptOutcome.FAILED, "FIRST", "first"
+    )
+    second = Finish(
+        job_id,
+        c.lease_generation,
+        JobState.RETRY_WAIT,
+        AttemptOutcome.RETRY,
+        "SECOND",
+        "second",
+        delay_seconds=60,
+    )
     with engine.begin() as conn:
         results = finish_if_lease_held(conn, owner=OWNER, finishes=[first, second])
     assert [type(r) for r in results] == [Finished, Finished]
     row = job_row(engine, job_id)
     assert (row["state"], row["last_error_code"]) == ("FAILED", "FIRST")
     assert [(a["outcome"], a["error_code"]) for a in attempt_rows(engine, job_id)] == [
-        ("FAILED", "FIRST")]
+        ("FAILED", "FIRST")
+    ]
 
 
 def test_other_owner_is_fenced(engine: Engine, spec: JobTypeSpec) -> None:
@@ -639,13 +670,13 @@ def test_closing_the_attempts_of_claimed_batches_rewrites_them_in_their_own_page
     claimed = [c for _ in range(30) for c in claim_as(pg_engine, owner, 16)]
     assert len(claimed) == 480
     with pg_engine.begin() as conn:
-        done = finish_if_lease_held(
-            conn, owner=owner, finishes=[success(c) for c in claimed]
-        )
-        updated, in_place = conn.execute(text(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
-            "WHERE relname = 'job_attempts'"
-        )).one()
+        done = finish_if_lease_held(conn, owner=owner, finishes=[success(c) for c in claimed])
+        updated, in_place = conn.execute(
+            text(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
+                "WHERE relname = 'job_attempts'"
+            )
+        ).one()
     assert all(isinstance(r, Finished) for r in done)
     assert updated == 480
     # Measured: 429 of 480 at fillfactor 50, 284 at 60, 182 at 70, none at 100.
@@ -686,15 +717,31 @@ def test_batched_fenced_writes_find_their_rows_by_key_whatever_the_statistics_sa
     n = len(batch)
     statements = {
         "succeed": (_pg_succeed(), {"ids": ids, "gens": gens}),
-        "finish": (_pg_finish(), {
-            "ids": ids, "gens": gens, "targets": ["FAILED"] * n, "outcomes": ["FAILED"] * n,
-            "codes": ["E"] * n, "details": ["d"] * n, "delays": [0.0] * n,
-            "refunds": [0] * n, "reconciles": [False] * n, "results": [None] * n,
-        }),
-        "renew": (_pg_renew(), {
-            "ids": ids, "gens": gens, "stages": [None] * n, "dones": [None] * n,
-            "totals": [None] * n,
-        }),
+        "finish": (
+            _pg_finish(),
+            {
+                "ids": ids,
+                "gens": gens,
+                "targets": ["FAILED"] * n,
+                "outcomes": ["FAILED"] * n,
+                "codes": ["E"] * n,
+                "details": ["d"] * n,
+                "delays": [0.0] * n,
+                "refunds": [0] * n,
+                "reconciles": [False] * n,
+                "results": [None] * n,
+            },
+        ),
+        "renew": (
+            _pg_renew(),
+            {
+                "ids": ids,
+                "gens": gens,
+                "stages": [None] * n,
+                "dones": [None] * n,
+                "totals": [None] * n,
+            },
+        ),
     }
     for name, (statement, params) in statements.items():
         with pg_engine.begin() as conn:

@@ -81,7 +81,8 @@ def test_past_the_cap_the_count_is_kept_for_its_cost_then_taken_again(engine: En
         first = counts.read(conn)
     assert first.age_seconds == 0.0
     assert sorted((c.job_type, c.pool, c.count) for c in first.counts) == [
-        ("a", "default", 4), ("b", "other", 2),
+        ("a", "default", 4),
+        ("b", "other", 2),
     ]
     fail(engine, add_jobs(engine, a, 1))
     # Kept for 20 x 0.5 s from when the count began; the reads inside say how old it is.

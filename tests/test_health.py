@@ -46,9 +46,20 @@ class Proc:
         self.err = tmp_path / f"{argv[0]}.err"
         with open(self.err, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rota.cli.main", *argv, "--log-format", "json",
-                 "--health-host", "127.0.0.1", "--health-port", "0",
-                 "--liveness-interval", INTERVAL],
+                [
+                    sys.executable,
+                    "-m",
+                    "rota.cli.main",
+                    *argv,
+                    "--log-format",
+                    "json",
+                    "--health-host",
+                    "127.0.0.1",
+                    "--health-port",
+                    "0",
+                    "--liveness-interval",
+                    INTERVAL,
+                ],
                 cwd=REPO_ROOT,
                 env=subprocess_env(db_url),
                 stdout=subprocess.DEVNULL,
@@ -184,8 +195,16 @@ def test_a_busy_health_port_is_one_line_and_exit_1(db_url: str, tmp_path: Path) 
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "rota.cli.main", "executor", "--health-host", "127.0.0.1",
-             "--health-port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "rota.cli.main",
+                "executor",
+                "--health-host",
+                "127.0.0.1",
+                "--health-port",
+                str(port),
+            ],
             cwd=REPO_ROOT,
             env=subprocess_env(db_url),
             capture_output=True,

@@ -102,9 +102,7 @@ def test_a_recursive_alias_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     assert err.startswith("f.yaml:8: the alias *a is inside its own anchor")
 
 
-@pytest.mark.parametrize(
-    "value", ["[" * 3000 + "]" * 3000, "{a: " * 3000 + "1" + "}" * 3000]
-)
+@pytest.mark.parametrize("value", ["[" * 3000 + "]" * 3000, "{a: " * 3000 + "1" + "}" * 3000])
 def test_deep_nesting_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:

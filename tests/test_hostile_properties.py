@@ -58,9 +58,7 @@ PARTS = [
     "BYSECOND", "BYMINUTE", "BYHOUR", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH",
     "BYSETPOS", "INTERVAL", "COUNT", "BYDAY", "WKST", "UNTIL", "BYEASTER",
 ]  # fmt: skip
-NUMBERS = st.one_of(
-    st.integers(-400, 400), st.sampled_from([0, 60, 367, 10**9, -(10**12), 2**63])
-)
+NUMBERS = st.one_of(st.integers(-400, 400), st.sampled_from([0, 60, 367, 10**9, -(10**12), 2**63]))
 
 
 @st.composite
@@ -85,8 +83,25 @@ def rrules(draw: st.DrawFn) -> str:
 
 DURATIONS = st.one_of(
     st.sampled_from(
-        ["0s", "500ms", "90s", "5m", "1h30m", "1d", "7d", "366d", "999999999d", "1e300",
-         "\u0663s", "1.5", "-1s", "36525d", "99999999999999999999999d", '""', "[1, 2]"]
+        [
+            "0s",
+            "500ms",
+            "90s",
+            "5m",
+            "1h30m",
+            "1d",
+            "7d",
+            "366d",
+            "999999999d",
+            "1e300",
+            "\u0663s",
+            "1.5",
+            "-1s",
+            "36525d",
+            "99999999999999999999999d",
+            '""',
+            "[1, 2]",
+        ]
     ),
     st.builds(lambda n, u: f"{n}{u}", st.integers(0, 10**15), st.sampled_from(["ms", "s", "d"])),
 )
@@ -230,10 +245,27 @@ def test_apply_of_generated_files_changes_nothing_when_refused(
 HOSTILE_WORDS = st.one_of(
     st.text(max_size=30),
     st.sampled_from(
-        ["", "-1", "0", "9223372036854775808", str(10**20), "1e300", "nan", "inf", "\u0663",
-         "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2026-02-30", "yesterday",
-         '{"a": NaN}', '{"a": ' + "[" * 2000 + "]" * 2000 + "}", '{"a": ' + "9" * 5001 + "}",
-         "[1, 2]", '{"k": "\\u0000"}', "a\x00b"]
+        [
+            "",
+            "-1",
+            "0",
+            "9223372036854775808",
+            str(10**20),
+            "1e300",
+            "nan",
+            "inf",
+            "\u0663",
+            "9999-12-31T23:59:59Z",
+            "0001-01-01T00:00:00Z",
+            "2026-02-30",
+            "yesterday",
+            '{"a": NaN}',
+            '{"a": ' + "[" * 2000 + "]" * 2000 + "}",
+            '{"a": ' + "9" * 5001 + "}",
+            "[1, 2]",
+            '{"k": "\\u0000"}',
+            "a\x00b",
+        ]
     ),
 )
 FLAGS = {

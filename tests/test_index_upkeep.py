@@ -46,9 +46,7 @@ _QUEUE = """
            now() + g * interval '1 millisecond', 60, now(), now()
     FROM generate_series(1, :n) AS g
 """
-_FINISH = (
-    "UPDATE jobs SET state = 'SUCCEEDED', finished_at = now() WHERE job_type = 'upkeep.job'"
-)
+_FINISH = "UPDATE jobs SET state = 'SUCCEEDED', finished_at = now() WHERE job_type = 'upkeep.job'"
 
 
 def hold_snapshot(holder: psycopg.Connection[Any], table: str = "jobs") -> None:
@@ -58,10 +56,15 @@ def hold_snapshot(holder: psycopg.Connection[Any], table: str = "jobs") -> None:
 
 
 def wait_for_a_waiting_rebuild(watch: psycopg.Connection[Any]) -> None:
-    wait_until(lambda: watch.execute(
-        "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
-        "AND wait_event_type = 'Lock'"
-    ).fetchone() is not None)
+    wait_until(
+        lambda: (
+            watch.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
+                "AND wait_event_type = 'Lock'"
+            ).fetchone()
+            is not None
+        )
+    )
 
 
 @pytest.fixture
@@ -93,8 +96,14 @@ def reindexer(
     interval: float = 3600.0,
     busy_retry: float = 60.0,
 ) -> Reindexer:
-    return Reindexer(engine, idle, first_check=first_check, interval=interval,
-                     busy_retry=busy_retry, min_pages=MIN_PAGES)
+    return Reindexer(
+        engine,
+        idle,
+        first_check=first_check,
+        interval=interval,
+        busy_retry=busy_retry,
+        min_pages=MIN_PAGES,
+    )
 
 
 def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
@@ -130,16 +139,19 @@ def test_bloated_queue_indexes_are_rebuilt_once_and_the_rest_left_alone(
     # connection keeps its settings (no statement timeout, a 5 s lock timeout).
     with pg.connect() as conn:
         assert conn.execute(text("SHOW lock_timeout")).scalar() == "0"
-        assert conn.execute(text(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-        )).scalar() == 0
+        assert (
+            conn.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")).scalar()
+            == 0
+        )
     # The rebuilt indexes serve the queue: a new job is found through them.
     with pg.begin() as conn:
         conn.execute(text(_QUEUE), {"n": 3})
         plan = "\n".join(
             conn.execute(
-                text("EXPLAIN SELECT job_id FROM jobs WHERE state IN ('QUEUED', 'RETRY_WAIT') "
-                     "AND pool = 'default' ORDER BY priority, run_after LIMIT 1")
+                text(
+                    "EXPLAIN SELECT job_id FROM jobs WHERE state IN ('QUEUED', 'RETRY_WAIT') "
+                    "AND pool = 'default' ORDER BY priority, run_after LIMIT 1"
+                )
             ).scalars()
         )
     assert "ix_jobs_claimable" in plan
@@ -167,9 +179,14 @@ def test_the_copy_a_killed_rebuild_leaves_is_dropped(
         t = threading.Thread(target=rebuild)
         t.start()
         with psycopg.connect(url, autocommit=True) as watch:
-            wait_until(lambda: watch.execute(
-                "SELECT 1 FROM pg_class WHERE relname = 'ix_jobs_state_ccnew'"
-            ).fetchone() is not None)
+            wait_until(
+                lambda: (
+                    watch.execute(
+                        "SELECT 1 FROM pg_class WHERE relname = 'ix_jobs_state_ccnew'"
+                    ).fetchone()
+                    is not None
+                )
+            )
             watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
         t.join(10)
         assert not t.is_alive() and failed  # the rebuild died with its process
@@ -195,8 +212,12 @@ def test_the_copy_a_killed_rebuild_leaves_is_dropped(
 
 
 def test_only_rebuild_copies_count_as_leftovers() -> None:
-    for name, base in (("ix_jobs_state_ccnew", "ix_jobs_state"), ("ix_a_ccnew1", "ix_a"),
-                       ("pk_jobs_ccold", "pk_jobs"), ("x_ccold12", "x")):
+    for name, base in (
+        ("ix_jobs_state_ccnew", "ix_jobs_state"),
+        ("ix_a_ccnew1", "ix_a"),
+        ("pk_jobs_ccold", "pk_jobs"),
+        ("x_ccold12", "x"),
+    ):
         assert _rebuilt_name(name) == base, name
     for name in ("ix_jobs_state", "my_ccnew_index", "_ccnew", "ix_ccnewer", "ix_ccold_2"):
         assert _rebuilt_name(name) is None, name
@@ -276,9 +297,7 @@ def test_one_rebuilder_at_a_time(pg: Engine) -> None:
     assert reindexer(pg).check_once().rebuilt  # the lock ended with its session
 
 
-def test_stop_cancels_a_rebuild_under_way(
-    pg: Engine, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_stop_cancels_a_rebuild_under_way(pg: Engine, caplog: pytest.LogCaptureFixture) -> None:
     """A rebuild waiting on an old transaction (up to its 5 s lock timeout) does not
     hold up the executor's shutdown: stop() cancels it."""
     caplog.set_level(logging.INFO, logger="rota.executor")
@@ -291,9 +310,12 @@ def test_stop_cancels_a_rebuild_under_way(
         wait_for_a_waiting_rebuild(watch)
         r.stop(timeout=3.0)  # the lock timeout alone would end it after 5 s, not 3
         assert r._thread is not None and not r._thread.is_alive()
-        assert watch.execute(
-            "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX%%' AND state = 'active'"
-        ).fetchone() is None
+        assert (
+            watch.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX%%' AND state = 'active'"
+            ).fetchone()
+            is None
+        )
         holder.rollback()
     assert len(events(caplog, "index_rebuild_stopped")) == 1
     assert not events(caplog, "index_rebuilt")
@@ -309,14 +331,17 @@ def test_stop_returns_when_the_network_went_silent_during_a_rebuild(
     bloat(pg)
     url = make_url(pg.url.render_as_string(hide_password=False))
     upstream = (
-        f"{url.host}:{url.port or 5432}" if url.host
+        f"{url.host}:{url.port or 5432}"
+        if url.host
         else f"{url.query['host']}/.s.PGSQL.{url.query.get('port', '5432')}"
     )
     port = free_port()
     flag = tmp_path / "silent"
     proxy = subprocess.Popen(
         [sys.executable, "-m", "tests.frozen_proxy", str(port), upstream, str(flag)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     through = make_engine(
         url.set(host="127.0.0.1", port=port, query={}).render_as_string(hide_password=False)
@@ -416,9 +441,9 @@ def test_an_idle_executor_rebuilds(pg: Engine) -> None:
     t = threading.Thread(target=executor.run, args=(stop,))
     t.start()
     try:
-        wait_until(lambda: all(
-            s.valid and not s.bloated(min_pages=MIN_PAGES) for s in sizes(pg).values()
-        ))
+        wait_until(
+            lambda: all(s.valid and not s.bloated(min_pages=MIN_PAGES) for s in sizes(pg).values())
+        )
     finally:
         stop.set()
         t.join(30)

@@ -266,9 +266,7 @@ def test_json_logs_of_a_real_executor(engine: Engine, db_url: str, tmp_path: Pat
         assert obj["ts"].endswith("Z") and datetime.fromisoformat(obj["ts"]).tzinfo
 
     def of(job_id: uuid.UUID, **match: Any) -> list[dict[str, Any]]:
-        return [
-            o for o in lines if o.get("job_id") == str(job_id) and match.items() <= o.items()
-        ]
+        return [o for o in lines if o.get("job_id") == str(job_id) and match.items() <= o.items()]
 
     started = [o for o in lines if o["event"] == "executor_started"]
     assert len(started) == 1 and started[0]["pools"] == "default"
@@ -311,22 +309,16 @@ def test_text_logs_of_a_real_executor_stay_one_line_per_record(
     parsed = [parse_line(line) for line in (tmp_path / "executor.err").read_text().splitlines()]
     records = [(name, dict(pairs)) for _, _, name, pairs in parsed]
     hostile = [p for name, p in records if p.get("msg") == HOSTILE]
-    assert hostile == [
-        {"msg": HOSTILE, "job_id": str(py_id), "job_type": "py", "attempt": "1"}
-    ]
+    assert hostile == [{"msg": HOSTILE, "job_id": str(py_id), "job_type": "py", "attempt": "1"}]
     output = [p["line"] for name, p in records if p.get("event") == "command_output"]
     assert output == ['a "quoted" line', "key=forged x"]
-    assert all(
-        p["job_id"] == str(cmd_id) for _, p in records if p.get("event") == "command_output"
-    )
+    assert all(p["job_id"] == str(cmd_id) for _, p in records if p.get("event") == "command_output")
     assert not any("forged" in p for _, p in records), "no key was forged"
 
 
 @pytest.mark.slow
 def test_scheduler_takes_the_log_options(db_url: str, tmp_path: Path) -> None:
-    proc = _start(
-        db_url, tmp_path, "scheduler", "--log-level", "debug", "--log-format", "json"
-    )
+    proc = _start(db_url, tmp_path, "scheduler", "--log-level", "debug", "--log-format", "json")
     err = tmp_path / "scheduler.err"
     try:
         wait_for(
@@ -361,8 +353,7 @@ def test_hostile_command_output_is_logged_in_bounded_valid_lines(
 
     script = tmp_path / "out.py"
     script.write_text(
-        "import sys\n"
-        "sys.stdout.buffer.write(b'x' * 20000 + b'\\n' + b'bad \\xff\\xfe \\x00 end')\n"
+        "import sys\nsys.stdout.buffer.write(b'x' * 20000 + b'\\n' + b'bad \\xff\\xfe \\x00 end')\n"
     )
     cmd = JobTypeSpec(name="cmd", command=(sys.executable, str(script)))
     store_types(engine, cmd)

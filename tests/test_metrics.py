@@ -58,8 +58,12 @@ def value(all_samples: Iterable[Sample], name: str, **labels: str) -> float:
 
 def stored(text: str) -> list[Sample]:
     """The samples that come from the aggregate tables (the gauges move with the clock)."""
-    gauges = ("rota_jobs", "rota_oldest_runnable_age_seconds", "rota_stuck_running_jobs",
-              "rota_failed_count_age_seconds")
+    gauges = (
+        "rota_jobs",
+        "rota_oldest_runnable_age_seconds",
+        "rota_stuck_running_jobs",
+        "rota_failed_count_age_seconds",
+    )
     return sorted(
         (s for s in samples(text) if s.name not in gauges),
         key=lambda s: (s.name, sorted(s.labels.items())),
@@ -86,11 +90,13 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
         assert ex.claim_once() == 6
         wait_for(lambda: job_row(engine, slow_id)["state"] == "RUNNING", what="slow running")
         wait_for(
-            lambda: sum(
-                job_row(engine, j)["state"] in ("SUCCEEDED", "FAILED")
-                for j in _ids(engine, "ok", "bad")
-            )
-            == 5,
+            lambda: (
+                sum(
+                    job_row(engine, j)["state"] in ("SUCCEEDED", "FAILED")
+                    for j in _ids(engine, "ok", "bad")
+                )
+                == 5
+            ),
             what="five outcomes",
         )
         with engine.begin() as conn:
@@ -178,9 +184,10 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
     delays = [x for x in s if x.name == "rota_scheduler_delay_seconds_count"]
     assert sum(x.value for x in delays) == created
     assert skips["skipper"]["misfire"] > 300
-    assert value(
-        s, "rota_schedule_skipped_total", schedule="skipper", reason="misfire"
-    ) == skips["skipper"]["misfire"]
+    assert (
+        value(s, "rota_schedule_skipped_total", schedule="skipper", reason="misfire")
+        == skips["skipper"]["misfire"]
+    )
     # buckets are cumulative and end at +Inf == count
     bounds = [
         value(s, "rota_queue_wait_seconds_bucket", job_type="ok", le=repr(b))
@@ -195,9 +202,7 @@ def _ids(engine: Engine, *types: str) -> list[uuid.UUID]:
     from rota.shared.models import jobs
 
     with engine.connect() as conn:
-        return list(
-            conn.execute(select(jobs.c.job_id).where(jobs.c.job_type.in_(types))).scalars()
-        )
+        return list(conn.execute(select(jobs.c.job_id).where(jobs.c.job_type.in_(types))).scalars())
 
 
 def test_a_failed_flush_keeps_its_deltas(engine: Engine, tmp_path: Path) -> None:

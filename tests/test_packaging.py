@@ -28,8 +28,17 @@ SHADOWS = ("shared", "cli", "executor", "scheduler", "migrations")
 
 def test_the_wheel_holds_only_rota(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path), str(REPO_ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO_ROOT),
+        ],
         check=True,
         capture_output=True,
         cwd=tmp_path,

@@ -261,8 +261,12 @@ def test_a_dry_run_cut_short_by_max_says_at_least_of_what_it_leaves_out(
     from rota.scheduler.control import count_backfill
     from rota.shared.config.model import MisfirePolicy
 
-    walked = spec(every=None, cron="* * * * *", exclude_dates=(date(2026, 1, 1),),
-                  misfire=MisfirePolicy.CATCH_UP)
+    walked = spec(
+        every=None,
+        cron="* * * * *",
+        exclude_dates=(date(2026, 1, 1),),
+        misfire=MisfirePolicy.CATCH_UP,
+    )
     apply_specs(engine, walked)
     run_and_finish_schedule(engine, T0 + 5 * MIN)
     with engine.begin() as conn:
@@ -289,8 +293,10 @@ def test_a_dry_run_whose_second_count_stops_at_max_says_at_least(engine: Engine)
 
     apply_specs(engine, spec(every=None, cron="* 3 * * *"))
     with engine.begin() as conn:
-        conn.execute(text("UPDATE schedules SET pruned_through = :t"),
-                     {"t": T0 + 2 * DAY + timedelta(hours=3, minutes=59)})
+        conn.execute(
+            text("UPDATE schedules SET pruned_through = :t"),
+            {"t": T0 + 2 * DAY + timedelta(hours=3, minutes=59)},
+        )
     end = T0 + 10 * DAY
     cut = count_backfill(engine, "s", T0, end, limit=100, now=end)
     assert (cut.count, cut.exact) == (600, True)
@@ -370,8 +376,11 @@ def test_old_skip_ledger_rows_fold_into_one_keeping_totals_and_the_newest(engine
         assert totals_by_reason(conn) == before
         latest = latest_by_reason(conn)
         left = conn.execute(
-            select(schedule_skips.c.count, schedule_skips.c.first_instant,
-                   schedule_skips.c.last_instant)
+            select(
+                schedule_skips.c.count,
+                schedule_skips.c.first_instant,
+                schedule_skips.c.last_instant,
+            )
             .where(schedule_skips.c.schedule_name == "s", schedule_skips.c.reason == "misfire")
             .order_by(schedule_skips.c.skip_id)
         ).all()
@@ -563,28 +572,43 @@ def _prune_failing_as(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
         finish(engine, old, JobState.SUCCEEDED, T0)  # due for pruning
         apply_specs(engine, spec())
         with engine.begin() as conn:  # three old ledger rows: the newest, and one for two
-            conn.execute(insert(schedule_skips), [
-                {"schedule_name": "s", "reason": "misfire", "first_instant": T0 + i * MIN,
-                 "last_instant": T0 + i * MIN, "count": 1, "recorded_at": T0 - (60 - i) * DAY}
-                for i in (1, 2, 3)
-            ])
+            conn.execute(
+                insert(schedule_skips),
+                [
+                    {
+                        "schedule_name": "s",
+                        "reason": "misfire",
+                        "first_instant": T0 + i * MIN,
+                        "last_instant": T0 + i * MIN,
+                        "count": 1,
+                        "recorded_at": T0 - (60 - i) * DAY,
+                    }
+                    for i in (1, 2, 3)
+                ],
+            )
         ex = Executor(engine, poll_interval=0.05, prune_interval=0.05)
         stop = threading.Event()
         thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
         thread.start()
         try:
-            wait_for(lambda: count(engine, schedule_skips) == 2 or not thread.is_alive(),
-                     what="the skip ledger to be folded though every rule fails")
+            wait_for(
+                lambda: count(engine, schedule_skips) == 2 or not thread.is_alive(),
+                what="the skip ledger to be folded though every rule fails",
+            )
 
             def said(event: str) -> list[logging.LogRecord]:
                 return [r for r in caplog.records if getattr(r, "event", "") == event]
 
-            wait_for(lambda: len(said("prune_failed")) >= 1 or not thread.is_alive(),
-                     what="a pruning pass to fail")
+            wait_for(
+                lambda: len(said("prune_failed")) >= 1 or not thread.is_alive(),
+                what="a pruning pass to fail",
+            )
             assert thread.is_alive(), "the executor stopped over a pruning failure"
             fresh = add_jobs(engine, t, 10)
-            wait_for(lambda: all(s == "SUCCEEDED" for s in _states(engine, fresh)),
-                     what="new jobs to run beside the failing pruning")
+            wait_for(
+                lambda: all(s == "SUCCEEDED" for s in _states(engine, fresh)),
+                what="new jobs to run beside the failing pruning",
+            )
             # Many passes have failed by now (one each 0.05 s): one line a minute says so.
             assert len(said("prune_failed")) == 1, said("prune_failed")
             failed = said("prune_failed")[0]

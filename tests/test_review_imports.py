@@ -32,8 +32,11 @@ def test_handler_modules_failing_at_import_never_stop_the_executor(
     bad = add_jobs(engine, exits) + add_jobs(engine, interrupts)
     (good,) = add_jobs(engine, fine)
     proc = executors.start("--poll-interval", "0.1", ready=True)
-    wait_for(lambda: states(engine, [good])[good] == "SUCCEEDED" or proc.poll() is not None,
-             timeout=30, what="the healthy job to run")
+    wait_for(
+        lambda: states(engine, [good])[good] == "SUCCEEDED" or proc.poll() is not None,
+        timeout=30,
+        what="the healthy job to run",
+    )
     logs = executors.logs()
     assert proc.poll() is None, logs
     assert states(engine, [good])[good] == "SUCCEEDED"

@@ -34,8 +34,11 @@ def _queue_a_command_with_a_grandchild(engine: Engine, pidfile: Path) -> None:
     spec = job_type(
         "cmd",
         handler=None,
-        command=("sh", "-c", f'sleep 300 & echo $! > "{pidfile}.tmp" && '
-                 f'mv "{pidfile}.tmp" "{pidfile}"; wait'),
+        command=(
+            "sh",
+            "-c",
+            f'sleep 300 & echo $! > "{pidfile}.tmp" && mv "{pidfile}.tmp" "{pidfile}"; wait',
+        ),
     )
     store_types(engine, spec)
     add_jobs(engine, spec)
@@ -68,7 +71,10 @@ subprocess.Popen = _Popen
 
 
 def test_a_command_grandchild_dies_with_an_executor_killed_the_moment_it_started_it(
-    engine: Engine, executors: Executors, tmp_path: Path, pids: list[int],
+    engine: Engine,
+    executors: Executors,
+    tmp_path: Path,
+    pids: list[int],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The watcher of a command's group exists before the command runs (it was

@@ -45,16 +45,29 @@ def test_connect_privilege_revoked_mid_run_exits_1(
     log = tmp_path / "executor.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rota.cli.main", "executor", "--log-level", "INFO",
-             "--poll-interval", "0.2", "--db", url],
+            [
+                sys.executable,
+                "-m",
+                "rota.cli.main",
+                "executor",
+                "--log-level",
+                "INFO",
+                "--poll-interval",
+                "0.2",
+                "--db",
+                url,
+            ],
             cwd=REPO_ROOT,
             env=subprocess_env(url),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
     try:
-        wait_for(lambda: "event=executor_started" in log.read_text() or proc.poll() is not None,
-                 timeout=30, what="the executor to start")
+        wait_for(
+            lambda: "event=executor_started" in log.read_text() or proc.poll() is not None,
+            timeout=30,
+            what="the executor to start",
+        )
         assert proc.poll() is None, log.read_text()
         role = make_url(url).username
         admin = create_engine(fresh_pg_url, isolation_level="AUTOCOMMIT")

@@ -23,7 +23,7 @@ def with_job_type(engine: Engine) -> Engine:
 
 
 LEGAL: list[dict[str, Any]] = [
-    {"a": "😀 é \u2028 \\u0000 \"q\" \\"},
+    {"a": '😀 é \u2028 \\u0000 "q" \\'},
     {"": 1, "ключ": -0.0, "b": 1e308, "c": -(10**299), "d": 10**299},
     {"a": True, "b": False, "c": None, "d": 0},
     {"a": {"b": [1, 2.5, "x", None, {"c": []}]}},

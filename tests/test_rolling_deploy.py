@@ -62,8 +62,14 @@ class Procs:
             env["PYTHONPATH"] = str(pythonpath) + os.pathsep + env["PYTHONPATH"]
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from rota.cli.main import main; "
-                 "sys.exit(main())", "executor", "--poll-interval", "0.1"],
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from rota.cli.main import main; sys.exit(main())",
+                    "executor",
+                    "--poll-interval",
+                    "0.1",
+                ],
                 cwd=cwd,
                 env=env,
                 stdout=log,

@@ -171,9 +171,16 @@ def test_rota_run_goes_on_without_serving_when_the_port_is_busy(tmp_path: Path) 
             assert r.returncode == 0, r.stderr
             job_id = r.stdout.strip()
             wait_for(
-                lambda: "SUCCEEDED" in subprocess.run(
-                    rota_cmd("job", job_id), env=env, cwd=tmp_path, capture_output=True, text=True
-                ).stdout,
+                lambda: (
+                    "SUCCEEDED"
+                    in subprocess.run(
+                        rota_cmd("job", job_id),
+                        env=env,
+                        cwd=tmp_path,
+                        capture_output=True,
+                        text=True,
+                    ).stdout
+                ),
                 timeout=30,
                 what="the job to run",
             )

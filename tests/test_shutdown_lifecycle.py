@@ -166,8 +166,11 @@ def test_a_command_child_assert_dies_with_its_executor(
     spec = job_type(
         "cmd",
         handler=None,
-        command=("sh", "-c", f'echo $$ > "{pidfile}.tmp" && mv "{pidfile}.tmp" "{pidfile}" '
-                 "&& exec sleep 300"),
+        command=(
+            "sh",
+            "-c",
+            f'echo $$ > "{pidfile}.tmp" && mv "{pidfile}.tmp" "{pidfile}" && exec sleep 300',
+        ),
     )
     store_types(engine, spec)
     add_jobs(engine, spec)

@@ -124,8 +124,16 @@ def _job(engine: Engine, **values: Any) -> uuid.UUID:
     return job_id
 
 
-def _attempt(engine: Engine, job_id: uuid.UUID, gen: int, start: int, end: int | None,
-             outcome: str | None, worker: str = "w1", number: int | None = None) -> None:
+def _attempt(
+    engine: Engine,
+    job_id: uuid.UUID,
+    gen: int,
+    start: int,
+    end: int | None,
+    outcome: str | None,
+    worker: str = "w1",
+    number: int | None = None,
+) -> None:
     with engine.begin() as conn:
         conn.execute(
             insert(job_attempts).values(
@@ -142,8 +150,12 @@ def _attempt(engine: Engine, job_id: uuid.UUID, gen: int, start: int, end: int |
 
 def _occurrence(engine: Engine, k: int, key: str | None = None) -> None:
     instant = T0 + k * S
-    _job(engine, schedule_name="tick", scheduled_for=instant,
-         dedup_key=key or f"tick@{instant:%Y-%m-%dT%H:%M:%SZ}")
+    _job(
+        engine,
+        schedule_name="tick",
+        scheduled_for=instant,
+        dedup_key=key or f"tick@{instant:%Y-%m-%dT%H:%M:%SZ}",
+    )
 
 
 def _violations(check: Check, *needles: str) -> None:
@@ -169,8 +181,10 @@ def test_a_duplicated_occurrence_is_reported(engine: Engine) -> None:
         _occurrence(engine, k)
     _occurrence(engine, 4, key="a-second-key-for-the-same-instant")
     with engine.connect() as conn:
-        _violations(check_occurrences(conn, specs, T0 + 10 * S),
-                    "tick@2026-01-01T00:00:04.000Z: 2 jobs (duplicated)")
+        _violations(
+            check_occurrences(conn, specs, T0 + 10 * S),
+            "tick@2026-01-01T00:00:04.000Z: 2 jobs (duplicated)",
+        )
 
 
 def test_a_missing_occurrence_is_reported_unless_a_skip_records_it(engine: Engine) -> None:
@@ -178,12 +192,21 @@ def test_a_missing_occurrence_is_reported_unless_a_skip_records_it(engine: Engin
     for k in (*range(1, 6), *range(7, 11)):
         _occurrence(engine, k)
     with engine.connect() as conn:
-        _violations(check_occurrences(conn, specs, T0 + 10 * S),
-                    "tick@2026-01-01T00:00:06.000Z: no job and no skip record")
+        _violations(
+            check_occurrences(conn, specs, T0 + 10 * S),
+            "tick@2026-01-01T00:00:06.000Z: no job and no skip record",
+        )
     with engine.begin() as conn:
-        conn.execute(insert(schedule_skips).values(
-            schedule_name="tick", reason="misfire", first_instant=T0 + 6 * S,
-            last_instant=T0 + 6 * S, count=1, recorded_at=T0 + 7 * S))
+        conn.execute(
+            insert(schedule_skips).values(
+                schedule_name="tick",
+                reason="misfire",
+                first_instant=T0 + 6 * S,
+                last_instant=T0 + 6 * S,
+                count=1,
+                recorded_at=T0 + 7 * S,
+            )
+        )
     with engine.connect() as conn:
         check = check_occurrences(conn, specs, T0 + 10 * S)
     assert check.ok, check.render()
@@ -211,8 +234,11 @@ def test_a_job_left_running_or_due_and_never_run_is_lost(engine: Engine) -> None
     held = _job(engine, state="RUNNING", lease_owner="w9", lease_expires_at=at, attempt_count=1)
     due = _job(engine, state="QUEUED")
     with engine.connect() as conn:
-        _violations(check_settled(conn, at), f"job {held} (t): still RUNNING, held by w9",
-                    f"job {due} (t): QUEUED, due since")
+        _violations(
+            check_settled(conn, at),
+            f"job {held} (t): still RUNNING, held by w9",
+            f"job {due} (t): QUEUED, due since",
+        )
 
 
 def test_a_committed_job_that_is_gone_is_reported(engine: Engine) -> None:
@@ -228,8 +254,10 @@ def test_a_finished_job_whose_outcome_changed_after_failover_is_reported(
 ) -> None:
     job = _job(engine, state="QUEUED")
     with engine.connect() as conn:
-        _violations(check_terminal_kept(conn, {job: "SUCCEEDED"}, "the failover"),
-                    "SUCCEEDED before the failover, QUEUED after")
+        _violations(
+            check_terminal_kept(conn, {job: "SUCCEEDED"}, "the failover"),
+            "SUCCEEDED before the failover, QUEUED after",
+        )
 
 
 def test_generations_in_order_pass(engine: Engine) -> None:
@@ -267,8 +295,11 @@ def test_an_attempt_newer_than_the_job_or_an_outcome_that_disagrees_is_reported(
     disagrees = _job(engine, state="SUCCEEDED", lease_generation=1, attempt_count=1)
     _attempt(engine, disagrees, 1, 0, 1, "FAILED")
     with engine.connect() as conn:
-        _violations(check_generations(conn), "newest attempt has generation 2, the job 1",
-                    f"job {disagrees} (t): SUCCEEDED, but its newest attempt")
+        _violations(
+            check_generations(conn),
+            "newest attempt has generation 2, the job 1",
+            f"job {disagrees} (t): SUCCEEDED, but its newest attempt",
+        )
 
 
 def test_attempts_above_max_attempts_are_reported(engine: Engine) -> None:
@@ -280,16 +311,28 @@ def test_attempts_above_max_attempts_are_reported(engine: Engine) -> None:
         assert check_attempt_budget(conn).ok
     _attempt(engine, job, 4, 6, 7, "FAILED", number=3)
     with engine.connect() as conn:
-        _violations(check_attempt_budget(conn), "3 attempts cost an attempt, max_attempts 2",
-                    "an attempt numbered 3 > max_attempts 2")
+        _violations(
+            check_attempt_budget(conn),
+            "3 attempts cost an attempt, max_attempts 2",
+            "an attempt numbered 3 > max_attempts 2",
+        )
 
 
 def _worker(engine: Engine, pid: int, kind: str, seen: datetime) -> str:
     worker_id = f"host:{pid}:x"
     with engine.begin() as conn:
-        conn.execute(insert(workers).values(
-            worker_id=worker_id, kind=kind, host="host", pid=pid, version="0",
-            started_at=T0, last_seen_at=seen, interval_seconds=1.0))
+        conn.execute(
+            insert(workers).values(
+                worker_id=worker_id,
+                kind=kind,
+                host="host",
+                pid=pid,
+                version="0",
+                started_at=T0,
+                last_seen_at=seen,
+                interval_seconds=1.0,
+            )
+        )
     return worker_id
 
 
@@ -300,15 +343,22 @@ def test_a_wedged_or_missing_process_is_reported(engine: Engine) -> None:
     _worker(engine, 103, "scheduler", since - S)  # stopped refreshing its row
     _worker(engine, 104, "executor", since + S)  # refreshes, claims nothing
     _attempt(engine, _job(engine, lease_generation=1), 1, 11, 12, "SUCCEEDED", worker=working)
-    procs = [("scheduler", 101), ("executor", 102), ("scheduler", 103), ("executor", 104),
-             ("executor", 105)]
+    procs = [
+        ("scheduler", 101),
+        ("executor", 102),
+        ("scheduler", 103),
+        ("executor", 104),
+        ("executor", 105),
+    ]
     with engine.connect() as conn:
         claimed = claims_since(conn, [102, 104, 105], since)
         assert dict(claimed) == {102: 1}
-        _violations(check_live(conn, procs, since, claimed),
-                    "scheduler pid 103 (host:103:x): last seen",
-                    "executor pid 104 (host:104:x): claimed nothing",
-                    "executor pid 105: no row in the workers table")
+        _violations(
+            check_live(conn, procs, since, claimed),
+            "scheduler pid 103 (host:103:x): last seen",
+            "executor pid 104 (host:104:x): claimed nothing",
+            "executor pid 105: no row in the workers table",
+        )
         assert check_live(conn, procs[:2], since, claimed).ok
 
 

@@ -190,9 +190,7 @@ def test_rota_workers_lists_live_and_gone(
 
 
 @pytest.mark.slow
-def test_real_processes_live_gone_and_removed(
-    engine: Engine, db_url: str, tmp_path: Path
-) -> None:
+def test_real_processes_live_gone_and_removed(engine: Engine, db_url: str, tmp_path: Path) -> None:
     """SIGKILL leaves a row that turns gone; SIGTERM removes the process's row."""
 
     def start(*argv: str) -> subprocess.Popen[bytes]:

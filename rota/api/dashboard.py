@@ -101,9 +101,7 @@ def quantile(q: float, buckets: Mapping[str, float]) -> float | None:
     return lower
 
 
-def _summaries(
-    rows: Sequence[Mapping[Any, Any]], metric: str, key_index: int
-) -> dict[str, Any]:
+def _summaries(rows: Sequence[Mapping[Any, Any]], metric: str, key_index: int) -> dict[str, Any]:
     """Per label value (``key_index``): last-hour quantiles and a per-minute series."""
     whole: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     minutes: dict[str, dict[datetime, dict[str, float]]] = defaultdict(

@@ -117,7 +117,8 @@ class FailedCounts:
                 raise
             log.warning(
                 "counting the FAILED jobs failed (%s): giving the count of %.0f s ago",
-                type(exc).__name__, kept.age_seconds,
+                type(exc).__name__,
+                kept.age_seconds,
             )
             return kept
         took = max(0.0, self._clock() - started)

@@ -105,8 +105,11 @@ def install(app: FastAPI, engine: Engine) -> None:
     async def _database(request: Request, exc: OperationalError) -> JSONResponse:
         # The database is unreachable or refused the connection: say so, password-free.
         secret_url = engine.url.render_as_string(hide_password=False)
-        log.warning("event=api_database_error path=%s error=%s", request.url.path,
-                    scrub(short_error(exc), secret_url))
+        log.warning(
+            "event=api_database_error path=%s error=%s",
+            request.url.path,
+            scrub(short_error(exc), secret_url),
+        )
         p = Problem(
             503,
             "Database unavailable",

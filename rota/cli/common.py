@@ -211,10 +211,12 @@ def add_logging_options(parser: argparse.ArgumentParser) -> None:
 
 def configure_logging(args: argparse.Namespace) -> None:
     """Log to stderr in the chosen format, one line per record, with handlers' job fields."""
-    fmt = _choice("--log-format", getattr(args, "log_format", None), "ROTA_LOG_FORMAT",
-                  LOG_FORMATS, "text")
-    level = _choice("--log-level", getattr(args, "log_level", None), "ROTA_LOG_LEVEL",
-                    LOG_LEVELS, "INFO")
+    fmt = _choice(
+        "--log-format", getattr(args, "log_format", None), "ROTA_LOG_FORMAT", LOG_FORMATS, "text"
+    )
+    level = _choice(
+        "--log-level", getattr(args, "log_level", None), "ROTA_LOG_LEVEL", LOG_LEVELS, "INFO"
+    )
     if getattr(args, "verbose", False):
         level = "DEBUG"
     install_log_handler(fmt, getattr(logging, level))
@@ -271,9 +273,7 @@ def _log_thread_exception(exc: threading.ExceptHookArgs) -> None:
         return
     name = exc.thread.name if exc.thread is not None else "?"
     assert exc.exc_value is not None
-    log.critical(
-        "thread %s died", name, exc_info=(exc.exc_type, exc.exc_value, exc.exc_traceback)
-    )
+    log.critical("thread %s died", name, exc_info=(exc.exc_type, exc.exc_value, exc.exc_traceback))
 
 
 def logs_as_json() -> bool:

@@ -99,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rota: a date is out of the range rota can compute with: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SQLAlchemyError as exc:  # the database refused: say what it said, no traceback
-        print(f"rota: database error: {scrub(short_error(exc), database_url(args))}",
-              file=sys.stderr)
+        print(
+            f"rota: database error: {scrub(short_error(exc), database_url(args))}", file=sys.stderr
+        )
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 130

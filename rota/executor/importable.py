@@ -125,7 +125,8 @@ class ImportCheck:
         """Check the types not checked yet, or changed since; returns the unrunnable ones."""
         with self._lock:
             todo = [
-                s for s in specs.values()
+                s
+                for s in specs.values()
                 if s.pool in self._pools and self._checked.get(s.name) != s
             ]
             if todo:

@@ -25,9 +25,7 @@ _RECONNECT_SECONDS = 1.0
 
 
 class Listener:
-    def __init__(
-        self, engine: Engine, wake: threading.Event, outage: Outage | None = None
-    ) -> None:
+    def __init__(self, engine: Engine, wake: threading.Event, outage: Outage | None = None) -> None:
         self._outage = outage  # a server that is down is logged once, not every second
         self._dsn = libpq_dsn(engine)
         self._wake = wake
@@ -61,6 +59,9 @@ class Listener:
                 if self._outage is not None:
                     self._outage.failed(exc, "listen")
                 else:
-                    log.warning("LISTEN %s connection failed, polling meanwhile: %s",
-                                CHANNEL, short_error(exc))
+                    log.warning(
+                        "LISTEN %s connection failed, polling meanwhile: %s",
+                        CHANNEL,
+                        short_error(exc),
+                    )
                 self._stop.wait(_RECONNECT_SECONDS)

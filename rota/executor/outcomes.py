@@ -48,9 +48,7 @@ OUTCOME_UNSTORABLE = "OUTCOME_UNSTORABLE"
 EXECUTOR_ERROR = "EXECUTOR_ERROR"
 
 
-def succeeded(
-    c: ClaimedJob, *, reconciled: bool = False, result_ref: str | None = None
-) -> Finish:
+def succeeded(c: ClaimedJob, *, reconciled: bool = False, result_ref: str | None = None) -> Finish:
     outcome = AttemptOutcome.RECONCILED if reconciled else AttemptOutcome.SUCCEEDED
     return Finish(
         c.job_id,

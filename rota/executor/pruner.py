@@ -75,9 +75,10 @@ class Pruner:
         self._said_at = -PRUNE_FAILED_EVERY  # monotonic, when one was last logged
 
     def due(self, mono: float | None = None) -> bool:
-        return self._rules is not None or (
-            time.monotonic() if mono is None else mono
-        ) >= self._next_pass
+        return (
+            self._rules is not None
+            or (time.monotonic() if mono is None else mono) >= self._next_pass
+        )
 
     def overdue(self, mono: float | None = None) -> bool:
         """A pass is due and ``OVERDUE_INTERVALS`` intervals late (or under way, late).

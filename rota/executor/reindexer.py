@@ -142,7 +142,9 @@ class Reindexer:
         if thread is None or not thread.is_alive():
             return
         threading.Thread(
-            target=self._cancel_while_running, args=(thread,), name="rota-reindex-cancel",
+            target=self._cancel_while_running,
+            args=(thread,),
+            name="rota-reindex-cancel",
             daemon=True,
         ).start()
         thread.join(timeout)
@@ -172,8 +174,12 @@ class Reindexer:
             except Exception as exc:  # the database is away, say: the next check retries
                 if self._stop.is_set():
                     return
-                emit(log, "index_check_failed", logging.WARNING,
-                     error=describe(exc, self._secret_url))
+                emit(
+                    log,
+                    "index_check_failed",
+                    logging.WARNING,
+                    error=describe(exc, self._secret_url),
+                )
             if self.disabled:
                 return
             wait = self.interval
@@ -228,9 +234,7 @@ class Reindexer:
                     failed.append(index.name)
                     continue
                 after = next((s.pages for s in index_sizes(conn) if s.name == index.name), 0)
-                done = Rebuilt(
-                    index.name, index.pages, after, round(time.monotonic() - started, 1)
-                )
+                done = Rebuilt(index.name, index.pages, after, round(time.monotonic() - started, 1))
                 rebuilt.append(done)
                 self._built[index.name] = after
                 emit(
@@ -276,8 +280,13 @@ class Reindexer:
             if self._stop.is_set():
                 emit(log, "index_rebuild_stopped", index=index.name)
                 raise _GiveUp from exc
-            emit(log, failure_event, logging.WARNING, index=index.name,
-                 error=describe(exc, self._secret_url))
+            emit(
+                log,
+                failure_event,
+                logging.WARNING,
+                index=index.name,
+                error=describe(exc, self._secret_url),
+            )
             if exc.connection_invalidated:
                 raise
             if sqlstate == LOCK_NOT_AVAILABLE:

@@ -287,14 +287,12 @@ class Executor:
                 # When the claim found nothing at all (not merely fewer rows than asked,
                 # which SKIP LOCKED gives while other executors claim too), first take
                 # one bounded pruning step if a pass is due, then claim again.
-                wait = min(self.poll_interval, max(0.0, next_sweep - time.monotonic()),
-                           self._scan_starts.until_head_scan())
-                if (
-                    claimed == 0
-                    and self._prunes
-                    and self._pruner.due()
-                    and self._pruner.step()
-                ):
+                wait = min(
+                    self.poll_interval,
+                    max(0.0, next_sweep - time.monotonic()),
+                    self._scan_starts.until_head_scan(),
+                )
+                if claimed == 0 and self._prunes and self._pruner.due() and self._pruner.step():
                     wait = 0.0
                 self._wake.wait(wait)
         finally:
@@ -614,6 +612,7 @@ class Executor:
     def _heartbeat_passed(self) -> None:
         self._registration.tick(self._heartbeat_db.statement)
         self.liveness.passed("heartbeat")
+
     def _ran_for(self, seconds: float) -> None:
         mean = self._mean_run_seconds  # a lost update between slots is harmless
         self._mean_run_seconds = (

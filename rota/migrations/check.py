@@ -33,8 +33,8 @@ def current_revision(engine: Engine) -> str | None:
             if not inspect(conn).has_table(VERSION_TABLE):
                 return None
             rows = sorted(
-                str(r) for r in conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
-                .scalars()
+                str(r)
+                for r in conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars()
             )
             conn.rollback()
     except SQLAlchemyError as exc:

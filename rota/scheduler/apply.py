@@ -76,9 +76,7 @@ def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Field
         if a == b:
             continue
         if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out += [
-                FieldChange(f"{key}.{c.field}", c.old, c.new) for c in field_changes(a, b)
-            ]
+            out += [FieldChange(f"{key}.{c.field}", c.old, c.new) for c in field_changes(a, b)]
         else:
             out.append(FieldChange(key, a, b))
     return tuple(out)
@@ -279,4 +277,3 @@ def _log(result: ApplyResult) -> None:
         emit(log, "schedule_applied", schedule=name, change="changed", fields=",".join(fields))
     for name in result.removed:
         emit(log, "schedule_applied", schedule=name, change="removed")
-

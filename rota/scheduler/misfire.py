@@ -326,9 +326,7 @@ def plan_due(
             return b.plan(first)
         step = spec.every if spec.every is not None and not spec.exclude_dates else None
         end = now + timedelta(microseconds=1)
-        return _coalesce(
-            b, rule, first, end, now, step, repeat_period(spec), carried, last_counted
-        )
+        return _coalesce(b, rule, first, end, now, step, repeat_period(spec), carried, last_counted)
     if first is None or first.instant > now:
         return b.plan(first)
     catch_up = spec.misfire is MisfirePolicy.CATCH_UP

@@ -183,4 +183,3 @@ class SchedulerService:
 
 def _short(exc: BaseException) -> str:
     return str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-

@@ -159,9 +159,7 @@ def materialize_batch(
             if definition is None and not compiled.knows(row.definition_hash):
                 definition = load_definitions(conn, [row.name]).get(row.name)  # evicted since
             spec, rule = compiled.get(row.definition_hash, definition)
-            first = compiled.first_due(
-                row.definition_hash, rule, _cursor_of(row), row.next_fire_at
-            )
+            first = compiled.first_due(row.definition_hash, rule, _cursor_of(row), row.next_fire_at)
             plan = plan_due(
                 rule,
                 spec,
@@ -208,13 +206,10 @@ def materialize_batch(
     result.created = len(inserted)
     result.conflicts = len(work.jobs) - len(inserted)
     # The replaced runs: same statement and requester semantics as `rota cancel`.
-    result.cancel_requested = sum(
-        request_cancel(conn, j, now=now).changed for _, j in work.cancel
-    )
+    result.cancel_requested = sum(request_cancel(conn, j, now=now).changed for _, j in work.cancel)
     record_skips(conn, work.skips)
     advances = [
-        a._replace(last_job_id=last_job[a.name]) if a.name in last_job else a
-        for a in work.advances
+        a._replace(last_job_id=last_job[a.name]) if a.name in last_job else a for a in work.advances
     ]
     advance_cursors_if_unchanged(conn, advances)
     result.schedules_advanced = len(advances)
@@ -272,14 +267,10 @@ def _plan_rows(
     decision = decide_overlap(spec.overlap, plan.jobs, unfinished)
     work.cancel.extend((row.name, j) for j in decision.cancel)
     if decision.cancel:
-        work.event(
-            "overlap_replaced", schedule=row.name, cancel_requested=len(decision.cancel)
-        )
+        work.event("overlap_replaced", schedule=row.name, cancel_requested=len(decision.cancel))
     job_type = job_types.get(spec.job_type)
     if job_type is None:
-        work.event(
-            "job_type_missing", logging.WARNING, schedule=row.name, job_type=spec.job_type
-        )
+        work.event("job_type_missing", logging.WARNING, schedule=row.name, job_type=spec.job_type)
         job_type = JobTypeSpec(name=spec.job_type)
     name = row.name
     lease_seconds = job_type.lease.total_seconds()

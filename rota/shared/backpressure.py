@@ -52,8 +52,7 @@ class QueueFull(RuntimeError):
 
     def __init__(self, job_type: str, reason: str, detail: str, retry_after: int) -> None:
         super().__init__(
-            f"job type {job_type!r} is refusing submissions: {detail}; "
-            f"retry after {retry_after} s"
+            f"job type {job_type!r} is refusing submissions: {detail}; retry after {retry_after} s"
         )
         self.job_type = job_type
         self.reason = reason
@@ -114,9 +113,7 @@ def _check(
         limit = spec.max_queue_age * share
         age = p.oldest_age_seconds
         if p.oldest_due is not None and age > limit.total_seconds():
-            needed = count_overdue(
-                conn, spec.name, p.now - limit, OVERDUE_COUNT_CAP, schema=schema
-            )
+            needed = count_overdue(conn, spec.name, p.now - limit, OVERDUE_COUNT_CAP, schema=schema)
             detail = (
                 f"the oldest waiting job is {age:.0f} s old, "
                 f"max_queue_age {spec.max_queue_age.total_seconds():g} s"

@@ -321,19 +321,19 @@ def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> E
             connect_args={"application_name": "rota"},
             hide_parameters=True,
         )
-    raise BadDatabaseSetting(
-        f"unsupported database {backend!r}: rota runs on PostgreSQL or SQLite"
-    )
+    raise BadDatabaseSetting(f"unsupported database {backend!r}: rota runs on PostgreSQL or SQLite")
 
 
 def sqlite_file_path(url: URL) -> str | None:
     """The file an SQLite URL names: ``sqlite:///path``, or an SQLite URI
     (``sqlite:///file:path?mode=ro&uri=true``, opened read-only); None for memory."""
     database = url.database
-    if database and str(url.query.get("uri", "")).lower() == "true" and database.startswith(
-        "file:"
+    if (
+        database
+        and str(url.query.get("uri", "")).lower() == "true"
+        and database.startswith("file:")
     ):
-        database = database[len("file:"):]
+        database = database[len("file:") :]
     return database or None
 
 

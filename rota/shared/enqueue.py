@@ -213,8 +213,10 @@ def _checked_batches(
         size = FIRST_PIPELINE_BATCH if start == 0 else PIPELINE_BATCH
         chunk = wanted[start : start + size]
         ids = new_job_ids(len(chunk))
-        yield [_new_job(r, specs, i, n, job_id)
-               for (i, r), job_id in zip(enumerate(chunk, start), ids, strict=True)]
+        yield [
+            _new_job(r, specs, i, n, job_id)
+            for (i, r), job_id in zip(enumerate(chunk, start), ids, strict=True)
+        ]
         start += len(chunk)
 
 
@@ -230,9 +232,7 @@ def _connection_of(conn: object) -> Connection:
     if orm is not None and isinstance(conn, orm.Session):
         connection: Connection = conn.connection()
         return connection
-    raise TypeError(
-        f"enqueue needs a SQLAlchemy Connection or Session, got {type(conn).__name__}"
-    )
+    raise TypeError(f"enqueue needs a SQLAlchemy Connection or Session, got {type(conn).__name__}")
 
 
 def _refuse_past_limits(
@@ -258,9 +258,7 @@ def _refuse_past_limits(
         check_backpressure(conn, specs[name], sub, schema=schema)
 
 
-def _new_job(
-    r: JobRequest, specs: Mapping[str, Any], i: int, n: int, job_id: uuid.UUID
-) -> NewJob:
+def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int, job_id: uuid.UUID) -> NewJob:
     spec = specs.get(r.job_type)
     if spec is None:
         raise UnknownJobType(r.job_type)

@@ -100,8 +100,14 @@ class JobIds:
             lane = (first_lane + at) & 0xFF
             stamp = (ms + (at >> LANE_BITS)) & _TIME_MASK
             made = make(UUID)
-            set_slot(made, "int", (((high << 64) | low) & _RANDOM)
-                     | (lane << _LANE_SHIFT) | (stamp << _TIME_SHIFT) | _FIXED)
+            set_slot(
+                made,
+                "int",
+                (((high << 64) | low) & _RANDOM)
+                | (lane << _LANE_SHIFT)
+                | (stamp << _TIME_SHIFT)
+                | _FIXED,
+            )
             set_slot(made, "is_safe", unknown)
             ids.append(made)
         return ids

@@ -91,8 +91,7 @@ jobs = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     CheckConstraint(f"state IN {sql_in(ALL_STATES)}", name="state_known"),
     CheckConstraint(
-        f"(state IN {LEASED_SQL}) = "
-        "(lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL)",
+        f"(state IN {LEASED_SQL}) = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL)",
         name="lease_iff_running",
     ),
     CheckConstraint(
@@ -303,9 +302,7 @@ schedule_skips = Table(
     Column("count", BigInteger, nullable=False),
     Column("job_id", Uuid()),
     Column("recorded_at", UTCDateTime(), nullable=False),
-    CheckConstraint(
-        f"reason IN {sql_in(SkipReason)}", name="reason_known"
-    ),
+    CheckConstraint(f"reason IN {sql_in(SkipReason)}", name="reason_known"),
     Index("ix_schedule_skips_schedule", "schedule_name", "recorded_at"),
 )
 

@@ -107,8 +107,11 @@ class Registration:
             with connect() as conn:
                 deregister_worker(conn, self.info.worker_id)
         except Exception as exc:  # the row turns gone by itself, then is removed
-            log.warning("could not remove worker %s from the registry: %s",
-                        self.info.worker_id, short_error(exc))
+            log.warning(
+                "could not remove worker %s from the registry: %s",
+                self.info.worker_id,
+                short_error(exc),
+            )
             return
         self._registered = False
         emit(log, "worker_deregistered", worker_id=self.info.worker_id, kind=self.info.kind)
@@ -120,8 +123,13 @@ class Registration:
         if not self._registered:
             self._registered = True
             i = self.info
-            emit(log, "worker_registered", worker_id=i.worker_id, kind=i.kind,
-                 interval_seconds=i.interval_seconds)
+            emit(
+                log,
+                "worker_registered",
+                worker_id=i.worker_id,
+                kind=i.kind,
+                interval_seconds=i.interval_seconds,
+            )
 
     def _refresh(self, conn: Connection) -> None:
         if not self._registered or not refresh_worker(conn, self.info.worker_id):
@@ -147,8 +155,13 @@ class Registration:
                 return
             if not self._failing:
                 self._failing = True
-                emit(log, "worker_registry_unreachable", logging.WARNING,
-                     worker_id=self.info.worker_id, error=short_error(exc))
+                emit(
+                    log,
+                    "worker_registry_unreachable",
+                    logging.WARNING,
+                    worker_id=self.info.worker_id,
+                    error=short_error(exc),
+                )
             return
         if self._outage is not None:
             self._outage.ok()

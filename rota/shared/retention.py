@@ -41,8 +41,10 @@ def prune_rules(
     rules = []
     for state in states:
         for job_type in finished_job_types(conn, state):
-            keep = older_than if older_than is not None else (
-                retention_of(specs, job_type).for_state(state)
+            keep = (
+                older_than
+                if older_than is not None
+                else (retention_of(specs, job_type).for_state(state))
             )
             if keep is not None:
                 rules.append(PruneRule(state, job_type, keep))

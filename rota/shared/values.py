@@ -171,8 +171,15 @@ def _flat_encoder() -> Callable[[dict[str, Any]], str]:
     if make is None:
         return _ENCODER.encode
     encode = make(
-        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",",
-        False, False, False,
+        None,
+        _ENCODER.default,
+        json.encoder.encode_basestring,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        False,
     )
     return lambda value: "".join(encode(value, 0))
 

@@ -83,9 +83,7 @@ def register(subparsers: Any) -> None:
         "--no-serve", action="store_true", help="do not serve the API and dashboard (rota serve)"
     )
     p.add_argument("--serve-host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    p.add_argument(
-        "--serve-port", type=bounds.PORT, default=8080, help="API port (default 8080)"
-    )
+    p.add_argument("--serve-port", type=bounds.PORT, default=8080, help="API port (default 8080)")
     add_logging_options(p)
     add_health_options(p)
     p.set_defaults(func=run)

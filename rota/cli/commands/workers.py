@@ -55,8 +55,9 @@ def _table(rows: list[WorkerRow]) -> str:
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    out = ["  ".join(c.ljust(n) for c, n in zip(line, widths, strict=True)).rstrip()
-           for line in lines]
+    out = [
+        "  ".join(c.ljust(n) for c, n in zip(line, widths, strict=True)).rstrip() for line in lines
+    ]
     live = sum(1 for w in rows if w.live)
     out.append(f"{live} live, {len(rows) - live} gone")
     return "\n".join(out)

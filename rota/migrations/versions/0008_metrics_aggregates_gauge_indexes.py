@@ -61,9 +61,7 @@ def upgrade() -> None:
         "metric_minutes",
         sa.Column("minute", sa.DateTime(timezone=True), nullable=False),
         *_aggregate_columns(),
-        sa.PrimaryKeyConstraint(
-            "minute", "metric", "labels", "le", name=op.f("pk_metric_minutes")
-        ),
+        sa.PrimaryKeyConstraint("minute", "metric", "labels", "le", name=op.f("pk_metric_minutes")),
     )
     op.create_table(
         "metric_inbox",

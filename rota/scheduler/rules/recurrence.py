@@ -247,9 +247,7 @@ def _check_parts(text: str, params: dict[str, str]) -> int:
         raise RuleError(f"{bad} WKST must be one of {', '.join(_WEEKDAYS)}")
     if "BYDAY" in params:
         _check_byday(bad, params["BYDAY"], freq, "BYWEEKNO" in params)
-    if "BYSETPOS" in params and not any(
-        n.startswith("BY") and n != "BYSETPOS" for n in params
-    ):
+    if "BYSETPOS" in params and not any(n.startswith("BY") and n != "BYSETPOS" for n in params):
         raise RuleError(f"{bad} BYSETPOS needs another BYxxx part to select from (RFC 5545)")
     return freq
 

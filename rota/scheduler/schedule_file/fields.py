@@ -114,8 +114,7 @@ def fraction(node: Node) -> float:
     value = construct(node)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise FieldError(
-            "expected a number from 0 to 1 (0.2 adds up to 20 % of the delay), "
-            f"got {_shown(value)}"
+            f"expected a number from 0 to 1 (0.2 adds up to 20 % of the delay), got {_shown(value)}"
         )
     if not 0 <= value <= 1:  # NaN fails this too
         raise FieldError(f"must be between 0 and 1 (a fraction of the delay), got {value}")

@@ -152,9 +152,7 @@ JOB_TYPE_FIELDS: dict[str, Parser] = {
     ),
     "idempotent": _simple(fields.boolean),
     "reconcile": _simple(fields.callable_path),
-    "priority": _simple(
-        lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)
-    ),
+    "priority": _simple(lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)),
     "max_queued": _simple(lambda n: fields.integer(n, minimum=1, maximum=MAX_QUEUED_MAX)),
     "max_queue_age": _simple(lambda n: fields.duration(n, positive=True, maximum=MAX_TIMEOUT)),
     "shed_below_priority": _simple(
@@ -254,9 +252,7 @@ def load_schedule_text(
         defaults = _defaults(sections.get("defaults", []), report)
         retain_default = defaults.pop("retain", None)
         # Without a job_types section, job types stored earlier may be named (apply checks).
-        declared = (
-            [e.key for e in sections["job_types"]] if "job_types" in sections else None
-        )
+        declared = [e.key for e in sections["job_types"]] if "job_types" in sections else None
         for e in sections.get("job_types", []):
             if (job_type := _job_type(e, report, retain_default)) is not None:
                 job_types[e.key] = job_type

@@ -216,7 +216,8 @@ def leftover_copies(conn: Connection) -> list[IndexSize]:
     sizes = index_sizes(conn)
     valid = {(s.table, s.name) for s in sizes if s.valid}
     return [
-        s for s in sizes
+        s
+        for s in sizes
         if not s.valid
         and not s.building
         and (base := _rebuilt_name(s.name)) is not None

@@ -36,9 +36,7 @@ def get_job_types(
     if not wanted:
         return {}
     if is_pg(conn):
-        rows: Iterable[Any] = conn.exec_driver_sql(
-            _pg_get(schema), {"names": wanted}
-        ).scalars()
+        rows: Iterable[Any] = conn.exec_driver_sql(_pg_get(schema), {"names": wanted}).scalars()
     else:
         rows = conn.execute(
             select(job_types.c.definition).where(job_types.c.name.in_(wanted)),

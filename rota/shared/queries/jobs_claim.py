@@ -335,7 +335,7 @@ def _sqlite_claim(n_pools: int) -> TextClause:
             started_at = {SQLITE_NOW},
             heartbeat_at = {SQLITE_NOW},
             updated_at = {SQLITE_NOW}
-        WHERE job_id IN ({_picked(cand, 'r.job_id')})
+        WHERE job_id IN ({_picked(cand, "r.job_id")})
         RETURNING {_RETURNED}
     """)
 
@@ -404,8 +404,11 @@ def claim_unkeyed_jobs(
         return []
     params = _params(conn, owner, pools, limit, None, now, None, excluded_types)
     if start is not None:
-        params.update(start_priority=start.priority, start_run_after=start.run_after,
-                      start_created_at=start.created_at)
+        params.update(
+            start_priority=start.priority,
+            start_run_after=start.run_after,
+            start_created_at=start.created_at,
+        )
     rows = conn.execute(_pg_claim_unkeyed(len(pools), start is not None), params).all()
     if rows[0][0]:
         return None

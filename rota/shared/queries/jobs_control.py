@@ -74,9 +74,7 @@ def cancel_jobs(
         update(jobs)
         .where(jobs.c.job_id.in_(job_ids), jobs.c.state.in_(guard))
         .values(
-            state=case(
-                (running, JobState.CANCEL_REQUESTED.value), else_=JobState.CANCELLED.value
-            ),
+            state=case((running, JobState.CANCEL_REQUESTED.value), else_=JobState.CANCELLED.value),
             cancel_requested_at=clock,
             finished_at=case((running, jobs.c.finished_at), else_=clock),
             updated_at=clock,
@@ -174,7 +172,5 @@ def replay_failed(
 
 
 def _current(conn: Connection, job_id: uuid.UUID) -> ControlResult:
-    state = conn.execute(
-        select(jobs.c.state).where(jobs.c.job_id == job_id)
-    ).scalar_one_or_none()
+    state = conn.execute(select(jobs.c.state).where(jobs.c.job_id == job_id)).scalar_one_or_none()
     return ControlResult(False, None if state is None else JobState(state))

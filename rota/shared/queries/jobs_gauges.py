@@ -141,9 +141,7 @@ def oldest_due_by_pool(conn: Connection, now: datetime) -> dict[str, datetime]:
 
 
 def stuck_by_pool(conn: Connection, now: datetime) -> dict[str, int]:
-    return {
-        pool: int(n) for pool, n in conn.execute(_STUCK, {"now": bind_now(conn, now)}).all()
-    }
+    return {pool: int(n) for pool, n in conn.execute(_STUCK, {"now": bind_now(conn, now)}).all()}
 
 
 @dataclass(frozen=True)

@@ -291,8 +291,13 @@ def _as_sqlalchemy_error(conn: Connection, driver: Any, exc: Any) -> StatementEr
     if lost:
         conn.invalidate(exc)
     error: StatementError = DBAPIError.instance(
-        "INSERT INTO jobs ... (pipelined)", None, exc, psycopg.Error,
-        hide_parameters=True, connection_invalidated=lost, dialect=conn.dialect,
+        "INSERT INTO jobs ... (pipelined)",
+        None,
+        exc,
+        psycopg.Error,
+        hide_parameters=True,
+        connection_invalidated=lost,
+        dialect=conn.dialect,
     )
     return error
 
@@ -302,9 +307,7 @@ def _pg_delete(schema: str | None) -> str:
     return f"DELETE FROM {qualified('jobs', schema)} WHERE job_id = ANY(%(ids)s::uuid[])"
 
 
-def _insert_pg(
-    conn: Connection, new_jobs: Sequence[NewJob], schema: str | None
-) -> set[uuid.UUID]:
+def _insert_pg(conn: Connection, new_jobs: Sequence[NewJob], schema: str | None) -> set[uuid.UUID]:
     params, uniform = _pg_batch(new_jobs)
     if "dedup_key" in uniform and params["dedup_key"] is None:
         # No key, no conflict: every row is inserted (or the statement fails),

@@ -247,8 +247,9 @@ def finish_if_lease_held(
     two for the same generation the first is written (both report it).
     """
     rows = _finish(conn, owner, _first_per_lease(finishes), now)
-    return [rows.get((f.job_id, f.generation)) or LeaseLost(f.job_id, f.generation)
-            for f in finishes]
+    return [
+        rows.get((f.job_id, f.generation)) or LeaseLost(f.job_id, f.generation) for f in finishes
+    ]
 
 
 def _first_per_lease(finishes: Sequence[Finish]) -> list[Finish]:

@@ -211,9 +211,10 @@ def fold_old_skips(
     recorded before the cutoff become one row (the oldest, its count the sum,
     its range the union, its job_id cleared). Inside a transaction.
     """
-    if is_pg(conn) and not conn.execute(
-        select(func.pg_try_advisory_xact_lock(_FOLD_LOCK_KEY))
-    ).scalar_one():
+    if (
+        is_pg(conn)
+        and not conn.execute(select(func.pg_try_advisory_xact_lock(_FOLD_LOCK_KEY))).scalar_one()
+    ):
         return 0  # another executor is folding right now
     clock = conn.execute(select(now_or_db(now))).scalar_one()
     cutoff = clock - older_than
@@ -269,4 +270,3 @@ def fold_old_skips(
 
 def skip_ledger_rows(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(schedule_skips)).scalar_one())
-

@@ -51,9 +51,7 @@ def add_metric_deltas(conn: Connection, deltas: Deltas, *, now: datetime | None 
     add_aggregates(conn, deltas, {minute: deltas})
 
 
-def add_aggregates(
-    conn: Connection, totals: Deltas, minutes: Mapping[datetime, Deltas]
-) -> None:
+def add_aggregates(conn: Connection, totals: Deltas, minutes: Mapping[datetime, Deltas]) -> None:
     """Add ``totals`` to ``metric_totals`` and each minute's deltas to ``metric_minutes``.
 
     For flushers only, in a transaction of their own (see the module's docstring).
@@ -102,9 +100,7 @@ def _upsert_minutes(conn: Connection, insert: Any, rows: list[dict[str, Any]]) -
     )
 
 
-def append_metric_events(
-    conn: Connection, deltas: Deltas, *, now: datetime | None = None
-) -> None:
+def append_metric_events(conn: Connection, deltas: Deltas, *, now: datetime | None = None) -> None:
     """Observations made inside the caller's transaction: appended, locking no shared row."""
     if not deltas:
         return
@@ -189,15 +185,19 @@ def read_totals(conn: Connection) -> Sequence[RowMapping]:
             metric_inbox.c.total,
         ),
     ).subquery()
-    return conn.execute(
-        select(
-            both.c.metric,
-            both.c.labels,
-            both.c.le,
-            func.sum(both.c.n).label("n"),
-            func.sum(both.c.total).label("total"),
-        ).group_by(both.c.metric, both.c.labels, both.c.le)
-    ).mappings().all()
+    return (
+        conn.execute(
+            select(
+                both.c.metric,
+                both.c.labels,
+                both.c.le,
+                func.sum(both.c.n).label("n"),
+                func.sum(both.c.total).label("total"),
+            ).group_by(both.c.metric, both.c.labels, both.c.le)
+        )
+        .mappings()
+        .all()
+    )
 
 
 def read_minutes(

@@ -110,9 +110,7 @@ def register_worker(conn: Connection, info: WorkerInfo, *, now: datetime | None 
 def refresh_worker(conn: Connection, worker_id: str, *, now: datetime | None = None) -> bool:
     """``last_seen_at = now`` for this process; False when its row is no longer there."""
     result = conn.execute(
-        update(workers)
-        .where(workers.c.worker_id == worker_id)
-        .values(last_seen_at=now_or_db(now))
+        update(workers).where(workers.c.worker_id == worker_id).values(last_seen_at=now_or_db(now))
     )
     return result.rowcount == 1
 
@@ -128,9 +126,7 @@ def remove_gone_workers(
 ) -> int:
     """Delete the rows not refreshed for ``older_than``; returns how many."""
     result = conn.execute(
-        delete(workers).where(
-            workers.c.last_seen_at < now_or_db(now, -older_than.total_seconds())
-        )
+        delete(workers).where(workers.c.last_seen_at < now_or_db(now, -older_than.total_seconds()))
     )
     return int(result.rowcount)
 
