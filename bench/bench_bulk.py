@@ -32,13 +32,13 @@ import psycopg
 from sqlalchemy import Engine, update
 from sqlalchemy.engine import make_url
 
+from rota.core.config import JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.tables import jobs
 from rota.migrations.runner import upgrade
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.database import make_engine
-from rota.shared.enqueue import enqueue
-from rota.shared.models import jobs
-from rota.shared.queries.job_types import upsert_job_types
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.producer.enqueue import enqueue
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN_URL = os.environ.get("ROTA_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")

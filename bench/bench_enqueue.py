@@ -39,8 +39,8 @@ import psycopg
 from bench.bench_executor import DEFAULT_PG_URL, NOOP, fresh_database, libpq
 from bench.pg_ceiling import pgbench_single_row_update_tps
 from rota import JobRequest, enqueue_many
-from rota.shared.database import make_engine
-from rota.shared.ids import new_job_ids
+from rota.core.database import make_engine
+from rota.core.ids import new_job_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 

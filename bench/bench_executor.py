@@ -58,13 +58,13 @@ from sqlalchemy import Engine, and_, case, func, select
 from sqlalchemy.engine import make_url
 
 from bench.pg_ceiling import pgbench_single_row_update_tps
+from rota.core.config import JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.tables import job_attempts, jobs
 from rota.migrations.runner import upgrade
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.database import make_engine
-from rota.shared.enqueue import enqueue
-from rota.shared.models import job_attempts, jobs
-from rota.shared.queries.job_types import upsert_job_types
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.producer.enqueue import enqueue
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_URL = os.environ.get("ROTA_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -104,20 +104,20 @@ from rota.api.dashboard import dashboard_data
 from rota.api.failed_counts import FailedCounts
 from rota.api.jobs import DEFAULT_PAGE
 from rota.cli.main import main as rota_main
+from rota.core.config import JobTypeSpec, ScheduleFile, ScheduleSpec
+from rota.core.database import make_engine
+from rota.core.queries.jobs_read import JobFilter, newest_jobs
 from rota.executor.reindexer import Reindexer
 from rota.migrations.runner import head_revision
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.service import SchedulerService
-from rota.shared.config.model import JobTypeSpec, ScheduleFile, ScheduleSpec
-from rota.shared.database import make_engine
-from rota.shared.queries.jobs_read import JobFilter, newest_jobs
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 SCHEDULES = 2000
 SCHED_TYPE = JobTypeSpec(name="bench.sched", handler="bench.handlers:noop", pool="nobody")
 LOAD_CHUNK = 1_000_000
 
-# ``rota.shared.ids.new_job_id`` in SQL, for a row made at ``{at}``: a random lane
+# ``rota.core.ids.new_job_id`` in SQL, for a row made at ``{at}``: a random lane
 # byte, the millisecond modulo 2**24, then a random UUID's bits with version 8.
 _JOB_ID_SQL = """overlay(overlay(replace(gen_random_uuid()::text, '-', '')
     placing lpad(to_hex(floor(random() * 256)::int), 2, '0')

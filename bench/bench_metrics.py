@@ -7,7 +7,7 @@ in 4 pools, plus the metric rows of those job types, then times:
 * the whole exposition (``rota.api.exposition.exposition``: every gauge query
   and the aggregate table), p50 and p95 over 20 scrapes;
 * one backpressure check of a job type with ``max_queued`` and
-  ``max_queue_age`` set (``rota.shared.backpressure.check_backpressure``).
+  ``max_queue_age`` set (``rota.producer.backpressure.check_backpressure``).
 
 The gauges read only partial indexes of unfinished and FAILED jobs: their cost
 follows the number of waiting jobs, not the history.
@@ -35,13 +35,13 @@ from sqlalchemy.engine import make_url
 
 from rota.api.exposition import exposition
 from rota.api.failed_counts import FailedCounts
+from rota.core.config import JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.metric_deltas import EXECUTION, QUEUE_WAIT, Deltas, delta
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.queries.metric_tables import add_metric_deltas
 from rota.migrations.runner import upgrade
-from rota.shared.backpressure import Submission, check_backpressure
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.database import make_engine
-from rota.shared.metrics import EXECUTION, QUEUE_WAIT, Deltas, delta
-from rota.shared.queries.job_types import upsert_job_types
-from rota.shared.queries.metrics import add_metric_deltas
+from rota.producer.backpressure import Submission, check_backpressure
 
 TYPES = [f"type{i}" for i in range(20)]
 _PG_SERIES = "generate_series(1, :n) AS g(i)"

@@ -34,12 +34,12 @@ from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.engine import make_url
 
 from bench.pg_ceiling import pgbench_single_row_update_tps
+from rota.core.config import JobTypeSpec, MisfirePolicy, ScheduleFile, ScheduleSpec
+from rota.core.database import make_engine
+from rota.core.tables import jobs, schedules
 from rota.migrations.runner import upgrade
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.service import SchedulerService
-from rota.shared.config.model import JobTypeSpec, MisfirePolicy, ScheduleFile, ScheduleSpec
-from rota.shared.database import make_engine
-from rota.shared.models import jobs, schedules
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN_URL = os.environ.get("ROTA_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -59,12 +59,12 @@ from bench.soak_checks import (
     window_end,
 )
 from bench.soak_cluster import Cluster, free_port
+from rota.core.database import display_url, make_engine
+from rota.core.queries.schedules import read_clock
+from rota.core.states import LEASED, TERMINAL, JobState
+from rota.core.tables import job_attempts, jobs
+from rota.operations.jobs import cancel_job
 from rota.scheduler.schedule_file.loader import load_schedule_file
-from rota.shared.database import display_url, make_engine
-from rota.shared.models import job_attempts, jobs
-from rota.shared.operator import cancel_job
-from rota.shared.queries.schedules import read_clock
-from rota.shared.states import LEASED, TERMINAL, JobState
 
 ROOT = Path(__file__).resolve().parent.parent
 RECOVERY_LIMIT = 60.0  # seconds after the server is back for work to resume

@@ -21,10 +21,10 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from rota.core.config import ScheduleSpec
+from rota.core.states import LEASED, TERMINAL, AttemptOutcome, JobState
+from rota.core.tables import job_attempts, jobs, schedule_skips, schedules, workers
 from rota.scheduler.rules import compile_rule, iter_between
-from rota.shared.config.model import ScheduleSpec
-from rota.shared.models import job_attempts, jobs, schedule_skips, schedules, workers
-from rota.shared.states import LEASED, TERMINAL, AttemptOutcome, JobState
 
 EVIDENCE = 12
 TRACEBACK = "Traceback (most recent call last)"

@@ -27,13 +27,13 @@ from playwright.sync_api import sync_playwright
 
 from rota.api import create_app
 from rota.api.server import BackgroundServer, bind
+from rota.core.database import make_engine
 from rota.executor import PermanentError, RetryableError
 from rota.executor.service import Executor
 from rota.migrations.runner import upgrade
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.scheduler.service import SchedulerService
-from rota.shared.database import make_engine
 
 CHROMIUM_ARGS = [
     "--headless",

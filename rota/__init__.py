@@ -22,6 +22,7 @@ Everything under ``rota.*`` other than the names below is internal and may chang
 
 from __future__ import annotations
 
+from rota.core.version import __version__
 from rota.executor.context import Covers, JobContext
 from rota.executor.errors import (
     AmbiguousError,
@@ -30,7 +31,7 @@ from rota.executor.errors import (
     PermanentError,
     RetryableError,
 )
-from rota.shared.enqueue import (
+from rota.producer.enqueue import (
     Enqueued,
     JobRequest,
     QueueFull,
@@ -38,7 +39,6 @@ from rota.shared.enqueue import (
     enqueue,
     enqueue_many,
 )
-from rota.shared.version import __version__
 
 __all__ = [
     "AmbiguousError",

@@ -18,8 +18,8 @@ from sqlalchemy import Engine, bindparam, update
 from rota.api import create_app
 from rota.api.failed_counts import FailedCounts
 from rota.api.server import BackgroundServer, bind
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.models import jobs
+from rota.core.config import JobTypeSpec
+from rota.core.tables import jobs
 from tests.executor_support import add_jobs, job_type, store_types
 
 

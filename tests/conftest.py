@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from rota.core.database import make_engine
 from rota.migrations.runner import upgrade
-from rota.shared.database import make_engine
 from tests.db_support import (
     BACKENDS,
     admin_connection,

@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
+from rota.core.database import make_engine
 from rota.migrations.runner import upgrade
-from rota.shared.database import make_engine
 
 BACKENDS = ["sqlite", "postgresql"]  # every database test runs on each
 

@@ -17,14 +17,14 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from rota.core.config import Backoff, JobTypeSpec
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.tables import job_attempts, jobs
 from rota.executor.claim import ScanStarts, claim_jobs
 from rota.executor.service import Executor
 from rota.executor.transactions import LoopConnection
-from rota.shared.config.model import Backoff, JobTypeSpec
-from rota.shared.models import job_attempts, jobs
-from rota.shared.queries.job_types import upsert_job_types
-from rota.shared.queries.jobs_claim import ClaimedJob
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from rota.core.config import Ambiguous, DstPolicy, Nonexistent, ScheduleSpec
+from rota.core.timefmt import parse_instant, utc_key
 from rota.scheduler.rules import Occurrence, compile_rule
-from rota.shared.config.model import Ambiguous, DstPolicy, Nonexistent, ScheduleSpec
-from rota.shared.timefmt import parse_instant, utc_key
 
 Row = tuple[str, str, str | None, bool]
 

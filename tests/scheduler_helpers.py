@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import Engine, RowMapping, select
 
+from rota.core.config import JobTypeSpec, ScheduleFile, ScheduleSpec
+from rota.core.tables import jobs, schedule_skips, schedules
 from rota.scheduler.apply import ApplyResult, apply_schedule_file
-from rota.shared.config.model import JobTypeSpec, ScheduleFile, ScheduleSpec
-from rota.shared.models import jobs, schedule_skips, schedules
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 MIN = timedelta(minutes=1)

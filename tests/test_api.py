@@ -15,11 +15,11 @@ from sqlalchemy import Engine, func, select
 
 from rota.api.problems import PROBLEM_JSON
 from rota.api.resources import instant
+from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
+from rota.core.states import AttemptOutcome, JobState
+from rota.core.tables import jobs
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
-from rota.shared.models import jobs
-from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
-from rota.shared.states import AttemptOutcome, JobState
 from tests.api_support import running_api
 from tests.executor_support import claim_as, job_type, store_types
 
@@ -206,7 +206,7 @@ def test_replay_moves_failed_back_and_refuses_anything_else(
 
 
 def test_running_job_shows_progress_and_heartbeat_age(api: httpx.Client, engine: Engine) -> None:
-    from rota.shared.queries.jobs_lease import Renewal, renew_leases_if_held
+    from rota.core.queries.jobs_lease import Renewal, renew_leases_if_held
 
     job_id = api.post("/jobs", json={"job_type": "t"}).json()["job_id"]
     (c,) = claim_as(engine, "w1", 1)
@@ -250,9 +250,9 @@ def test_schedules_read_pause_resume_trigger(api: httpx.Client, engine: Engine) 
 
 
 def test_schedule_shows_its_skip_ledger(api: httpx.Client, engine: Engine) -> None:
-    from rota.shared.queries.jobs_read import database_now
-    from rota.shared.queries.schedule_skips import SkipRecord, record_skips
-    from rota.shared.states import SkipReason
+    from rota.core.queries.jobs_read import database_now
+    from rota.core.queries.schedule_skips import SkipRecord, record_skips
+    from rota.core.states import SkipReason
 
     apply_schedule_file(engine, load_schedule_text(SCHEDULES, "s.yaml"))
     with engine.begin() as conn:
@@ -283,7 +283,7 @@ def test_health_and_readiness(api: httpx.Client) -> None:
 
 
 def test_readyz_is_503_on_an_unmigrated_database(empty_db_url: str) -> None:
-    from rota.shared.database import make_engine
+    from rota.core.database import make_engine
 
     engine = make_engine(empty_db_url)
     try:
@@ -298,7 +298,7 @@ def test_readyz_is_503_on_an_unmigrated_database(empty_db_url: str) -> None:
 
 
 def test_an_unreachable_database_is_503_without_the_password() -> None:
-    from rota.shared.database import make_engine
+    from rota.core.database import make_engine
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -11,16 +11,16 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 import rota
+from rota.core.config import JobTypeSpec
+from rota.core.metric_deltas import END_TO_END, Deltas, delta
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.queries.jobs_read import database_now
+from rota.core.queries.metric_tables import add_metric_deltas
+from rota.core.tables import jobs
+from rota.producer.backpressure import DEFAULT_RETRY_AFTER, QueueFull
+from rota.producer.enqueue import JobRequest, enqueue, enqueue_many
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
-from rota.shared.backpressure import DEFAULT_RETRY_AFTER, QueueFull
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.enqueue import JobRequest, enqueue, enqueue_many
-from rota.shared.metrics import END_TO_END, Deltas, delta
-from rota.shared.models import jobs
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
-from rota.shared.queries.jobs_read import database_now
-from rota.shared.queries.metrics import add_metric_deltas
 from tests.api_support import rota_cmd, running_api
 from tests.executor_support import job_type, store_types, subprocess_env
 
@@ -202,8 +202,8 @@ def test_rota_enqueue_exits_1_with_the_message(db_url: str, engine: Engine, tmp_
 
 
 def test_limits_hold_on_an_application_connection_to_another_schema(empty_pg_url: str) -> None:
+    from rota.core.database import make_engine
     from rota.migrations.runner import upgrade
-    from rota.shared.database import make_engine
 
     rota_engine = make_engine(empty_pg_url, schema="rq")
     app_engine = make_engine(empty_pg_url)  # the application's: it does not search "rq"

@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
+from rota.core.config import MisfirePolicy
 from rota.scheduler import misfire
 from rota.scheduler.misfire import WALK_LIMIT, Coalescing, OccurrenceLike, plan_due
 from rota.scheduler.rules import compile_rule
 from rota.scheduler.service import SchedulerService
-from rota.shared.config.model import MisfirePolicy
 from tests.scheduler_helpers import T0, apply_specs, jobs_of, schedule_row, skips_of, spec
 
 DAY = timedelta(days=1)

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.database import make_engine
-from rota.shared.enqueue import JobRequest, enqueue_many
-from rota.shared.queries import jobs_claim
-from rota.shared.queries.job_types import upsert_job_types
+from rota.core.config import JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.queries import jobs_claim
+from rota.core.queries.job_types import upsert_job_types
+from rota.producer.enqueue import JobRequest, enqueue_many
 from tests.db_support import migrated_sqlite_url
 
 FINISHED = 5_000

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import Engine, update
 
 from rota.cli.main import main
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.models import jobs
-from rota.shared.queries.job_types import upsert_job_types
+from rota.core.config import JobTypeSpec
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.tables import jobs
 
 
 def rota(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

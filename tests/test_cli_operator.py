@@ -22,12 +22,12 @@ import pytest
 from sqlalchemy import Engine, event, select, update
 
 from rota.cli.main import main
-from rota.shared.models import jobs, operator_actions
-from rota.shared.operator import bulk_replay
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
-from rota.shared.queries.jobs_read import JobFilter
-from rota.shared.queries.schedule_skips import SkipRecord, record_skips
-from rota.shared.states import SkipReason
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.queries.jobs_read import JobFilter
+from rota.core.queries.schedule_skips import SkipRecord, record_skips
+from rota.core.states import SkipReason
+from rota.core.tables import jobs, operator_actions
+from rota.operations.jobs import bulk_replay
 from tests.executor_support import (
     REPO_ROOT,
     claim_as,

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rota.scheduler.schedule_file.errors import ConfigError, Problem
-from rota.scheduler.schedule_file.loader import load_schedule_file, load_schedule_text
-from rota.shared.config.model import (
+from rota.core.config import (
     Ambiguous,
     Backoff,
     DstPolicy,
@@ -20,6 +18,8 @@ from rota.shared.config.model import (
     OverlapPolicy,
     ScheduleFile,
 )
+from rota.scheduler.schedule_file.errors import ConfigError, Problem
+from rota.scheduler.schedule_file.loader import load_schedule_file, load_schedule_text
 from tests.rules_helpers import at
 
 CONTRACT_EXAMPLE = """\

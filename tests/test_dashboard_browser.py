@@ -15,9 +15,9 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from sqlalchemy import Connection, Engine
 
 from rota.api.failed_counts import FailedCounts
-from rota.shared.queries.jobs_gauges import StateCount, failed_by_type
-from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
-from rota.shared.states import AttemptOutcome, JobState
+from rota.core.queries.jobs_gauges import StateCount, failed_by_type
+from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
+from rota.core.states import AttemptOutcome, JobState
 from tests.api_support import ManualClock, fail, failed_jobs_of_a_type, running_api
 from tests.executor_support import (
     add_jobs,
@@ -158,11 +158,11 @@ def test_a_fresh_failed_count_shows_no_age(engine: Engine, page: Page) -> None:
 
 
 def test_a_schedule_page_shows_its_skip_ledger_and_pause_works(engine: Engine, page: Page) -> None:
+    from rota.core.queries.jobs_read import database_now
+    from rota.core.queries.schedule_skips import SkipRecord, record_skips
+    from rota.core.states import SkipReason
     from rota.scheduler.apply import apply_schedule_file
     from rota.scheduler.schedule_file.loader import load_schedule_text
-    from rota.shared.queries.jobs_read import database_now
-    from rota.shared.queries.schedule_skips import SkipRecord, record_skips
-    from rota.shared.states import SkipReason
 
     text = (
         "job_types:\n  t: {handler: 'm:f'}\n"

@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from rota.cli.main import main
-from rota.shared.database import BadDatabaseSetting, display_url, make_engine, parse_url
+from rota.core.database import BadDatabaseSetting, display_url, make_engine, parse_url
 
 SECRET = "S3cretPassw0rd"
 

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from rota.shared.outage import Fault, classify, is_database_error
+from rota.runtime.outage import Fault, classify, is_database_error
 from tests.executor_support import REPO_ROOT, wait_for
 from tests.pg_cluster import own_cluster
 

@@ -133,7 +133,7 @@ def test_no_password_in_any_output_of_real_commands(fresh_pg_url: str, tmp_path:
 def test_a_password_in_the_query_string_is_never_shown(fresh_pg_url: str) -> None:
     """libpq takes the password as a query parameter too (``?password=``), and so does
     a multi-host URL: ``rota migrate`` prints the URL it worked on, ``rota run`` logs it."""
-    from rota.shared.database import display_url, scrub
+    from rota.core.database import display_url, scrub
 
     base = make_url(fresh_pg_url)
     single = f"{fresh_pg_url}?password={SECRET}"

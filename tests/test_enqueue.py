@@ -14,9 +14,11 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.database import make_engine
-from rota.shared.enqueue import (
+from rota.core.config import JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.tables import jobs
+from rota.producer.enqueue import (
     FIRST_PIPELINE_BATCH,
     PIPELINE_BATCH,
     JobRequest,
@@ -24,8 +26,6 @@ from rota.shared.enqueue import (
     enqueue,
     enqueue_many,
 )
-from rota.shared.models import jobs
-from rota.shared.queries.job_types import upsert_job_types
 
 
 @pytest.fixture(name="with_job_type")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from rota.core.config import Backoff
+from rota.core.queries.jobs_control import request_cancel
 from rota.executor.service import Executor
-from rota.shared.config.model import Backoff
-from rota.shared.queries.jobs_control import request_cancel
 from tests.executor_support import (
     add_jobs,
     attempt_rows,

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from rota.core.config import DEFAULT_BACKOFF_JITTER, Backoff, JobTypeSpec
 from rota.executor.backoff import retry_delay_seconds
-from rota.shared.config.model import DEFAULT_BACKOFF_JITTER, Backoff, JobTypeSpec
 
 BACKOFF = Backoff(base=timedelta(seconds=5), max=timedelta(minutes=15))
 

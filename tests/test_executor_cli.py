@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
-from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
-from rota.shared.states import AttemptOutcome, JobState
+from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
+from rota.core.states import AttemptOutcome, JobState
 from tests.executor_support import add_jobs, attempt_rows, claim_as, job_row, job_type, store_types
 
 

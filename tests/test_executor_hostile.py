@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from rota.shared.config.model import Backoff, JobTypeSpec
-from rota.shared.values import ERROR_CODE_MAX, ERROR_DETAIL_MAX
+from rota.core.config import Backoff, JobTypeSpec
+from rota.core.storable import ERROR_CODE_MAX, ERROR_DETAIL_MAX
 from tests.executor_support import (
     REPO_ROOT,
     add_jobs,

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from rota.core.config import Backoff, Isolation, JobTypeSpec
+from rota.core.queries.jobs_control import request_cancel
 from rota.executor.service import Executor
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
-from rota.shared.config.model import Backoff, Isolation, JobTypeSpec
-from rota.shared.queries.jobs_control import request_cancel
 from tests import executor_support as support
 from tests.executor_support import (
     add_jobs,

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import IntegrityError
 
-from rota.shared.models import jobs
-from rota.shared.queries.jobs_claim import ClaimedJob
-from rota.shared.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
-from rota.shared.states import AttemptOutcome, JobState
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
+from rota.core.states import AttemptOutcome, JobState
+from rota.core.tables import jobs
 from tests.executor_support import add_jobs, claim_as, job_type, states, store_types
 
 TENANT_LIMIT = 2

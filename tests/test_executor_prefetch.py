@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from rota.core.config import JobTypeSpec
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.executor.service import Executor
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from tests.executor_support import attempt_rows, job_row, job_type, store_types, wait_for
 
 H = "tests.handlers_prefetch"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from rota.shared.models import job_attempts, jobs
+from rota.core.tables import job_attempts, jobs
 from tests.executor_support import (
     Executors,
     add_jobs,

@@ -18,12 +18,12 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from rota.core.config import Backoff, JobTypeSpec
+from rota.core.queries.jobs_control import request_cancel
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.queries.jobs_lease import sweep_expired_leases
+from rota.core.tables import jobs
 from rota.executor.service import Executor
-from rota.shared.config.model import Backoff, JobTypeSpec
-from rota.shared.models import jobs
-from rota.shared.queries.jobs_control import request_cancel
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
-from rota.shared.queries.jobs_lease import sweep_expired_leases
 from tests.executor_support import (
     add_jobs,
     attempt_rows,

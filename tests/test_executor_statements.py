@@ -14,20 +14,20 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text, update
 
-from rota.executor.claim import ScanStarts
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.models import jobs
-from rota.shared.queries.jobs_claim import MAX_MERGED_POOLS, ClaimedJob
-from rota.shared.queries.jobs_control import replay_failed, request_cancel
-from rota.shared.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
-from rota.shared.queries.jobs_outcome import (
+from rota.core.config import JobTypeSpec
+from rota.core.queries.jobs_claim import MAX_MERGED_POOLS, ClaimedJob
+from rota.core.queries.jobs_control import replay_failed, request_cancel
+from rota.core.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
+from rota.core.queries.jobs_outcome import (
     Finish,
     Finished,
     LeaseLost,
     complete_if_lease_held,
     finish_if_lease_held,
 )
-from rota.shared.states import AttemptOutcome, JobState
+from rota.core.states import AttemptOutcome, JobState
+from rota.core.tables import jobs
+from rota.executor.claim import ScanStarts
 from tests.executor_support import add_jobs, attempt_rows, claim_as, job_row, job_type, store_types
 
 OWNER = "host:1:abc"
@@ -699,8 +699,8 @@ def test_batched_fenced_writes_find_their_rows_by_key_whatever_the_statistics_sa
     (2,000 x 500 comparisons a statement): outcomes piled up, and executors collapsed."""
     from psycopg.sql import Literal
 
-    from rota.shared.queries.jobs_lease import _pg_renew
-    from rota.shared.queries.jobs_outcome import _pg_finish, _pg_succeed
+    from rota.core.queries.jobs_lease import _pg_renew
+    from rota.core.queries.jobs_outcome import _pg_finish, _pg_succeed
 
     spec = job_type("t")
     store_types(pg_engine, spec)

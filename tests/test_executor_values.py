@@ -20,25 +20,25 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import OperationalError
 
-from rota.executor.context import JobContext
-from rota.executor.heartbeat import Heartbeat
-from rota.executor.lease import HeldJob
-from rota.executor.service import Executor
-from rota.executor.transactions import LoopConnection, refused_for_its_values
-from rota.executor.writer import OutcomeWriter
-from rota.shared.config.model import Backoff, JobTypeSpec
-from rota.shared.database import make_engine
-from rota.shared.models import job_types, jobs
-from rota.shared.queries.jobs_claim import ClaimedJob
-from rota.shared.queries.jobs_outcome import Finish
-from rota.shared.states import AttemptOutcome, JobState
-from rota.shared.values import (
+from rota.core.config import Backoff, JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.queries.jobs_outcome import Finish
+from rota.core.states import AttemptOutcome, JobState
+from rota.core.storable import (
     ERROR_CODE_MAX,
     ERROR_DETAIL_MAX,
     PROGRESS_STAGE_MAX,
     cut_text,
     storable_text,
 )
+from rota.core.tables import job_types, jobs
+from rota.executor.context import JobContext
+from rota.executor.heartbeat import Heartbeat
+from rota.executor.lease import HeldJob
+from rota.executor.service import Executor
+from rota.executor.transactions import LoopConnection, refused_for_its_values
+from rota.executor.writer import OutcomeWriter
 from tests.executor_support import (
     add_jobs,
     attempt_rows,

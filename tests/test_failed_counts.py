@@ -19,8 +19,8 @@ from sqlalchemy.exc import DBAPIError
 
 from rota.api.dashboard import dashboard_data
 from rota.api.failed_counts import FailedCounts
-from rota.shared.models import jobs
-from rota.shared.queries.jobs_gauges import StateCount, failed_at_most, failed_by_type
+from rota.core.queries.jobs_gauges import StateCount, failed_at_most, failed_by_type
+from rota.core.tables import jobs
 from tests.api_support import ManualClock, fail, failed_jobs_of_a_type, running_api
 from tests.executor_support import add_jobs, job_type, store_types
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from rota.shared.models import workers
+from rota.core.tables import workers
 from tests.executor_support import REPO_ROOT, subprocess_env, wait_for
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from rota.cli.main import main
-from rota.shared.models import jobs
+from rota.core.tables import jobs
 
 FILE = """\
 job_types:

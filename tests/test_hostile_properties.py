@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 
 from rota.cli.main import main
+from rota.core.database import make_engine
+from rota.core.tables import job_types, schedules
 from rota.migrations.runner import upgrade
-from rota.shared.database import make_engine
-from rota.shared.models import job_types, schedules
 
 SCALE = int(os.environ.get("ROTA_HYPOTHESIS_SCALE", "1"))
 COMMON: dict[str, Any] = dict(

@@ -24,15 +24,15 @@ import psycopg
 import pytest
 from sqlalchemy import Engine, make_url, text
 
-from rota.executor.reindexer import CheckResult, Reindexer
-from rota.executor.service import Executor
-from rota.shared.database import libpq_dsn, make_engine
-from rota.shared.queries.index_upkeep import (
+from rota.core.database import libpq_dsn, make_engine
+from rota.core.queries.index_upkeep import (
     UPKEEP_LOCK_KEY,
     IndexSize,
     _rebuilt_name,
     index_sizes,
 )
+from rota.executor.reindexer import CheckResult, Reindexer
+from rota.executor.service import Executor
 from tests.db_support import migrated_sqlite_url
 from tests.executor_support import REPO_ROOT
 

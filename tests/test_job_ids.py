@@ -1,6 +1,6 @@
 """Job ids keep new rows together in the indexes and keep eight hex digits telling jobs apart.
 
-See ``rota.shared.ids`` for the layout and why (random ids made enqueue, claim
+See ``rota.core.ids`` for the layout and why (random ids made enqueue, claim
 and materialisation three times slower at ten million finished jobs).
 """
 
@@ -13,11 +13,11 @@ import uuid
 
 from sqlalchemy import Engine
 
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.enqueue import JobRequest, enqueue, enqueue_many
-from rota.shared.ids import JobIds
-from rota.shared.queries.job_types import upsert_job_types
-from rota.shared.queries.jobs_insert import NewJob
+from rota.core.config import JobTypeSpec
+from rota.core.ids import JobIds
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.queries.jobs_insert import NewJob
+from rota.producer.enqueue import JobRequest, enqueue, enqueue_many
 
 MS = 1_000_000  # nanoseconds
 T = 1_790_000_000_000 * MS  # some instant in 2026

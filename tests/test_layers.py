@@ -1,8 +1,9 @@
 """The folders are the design, and a test holds them there.
 
-* The import-linter contract in ``pyproject.toml``: ``rota.shared`` is the
-  bottom layer, then ``rota.migrations``, then ``rota.scheduler`` and
-  ``rota.executor`` (which never import each other), then ``rota.cli``.
+* The import-linter contract in ``pyproject.toml``, bottom to top:
+  ``rota.core``, ``rota.migrations``, ``rota.producer`` | ``rota.runtime``,
+  ``rota.scheduler`` | ``rota.executor``, ``rota.operations``, ``rota.api``,
+  ``rota.cli``; siblings never import each other, no layer imports upward.
 * No import cycles between modules, imports inside functions included (a
   lazy import is still a dependency).
 * Installing rota adds one top-level import name: ``rota``.
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,3 +101,38 @@ def test_the_distribution_installs_only_rota() -> None:
     top_level = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
     # Only `rota` matches the include pattern; tests, bench and examples stay in the checkout.
     assert {name for name in top_level if name.startswith("rota")} == {"rota"}
+
+
+LAYERS = [
+    "rota.cli",
+    "rota.api",
+    "rota.operations",
+    "rota.scheduler | rota.executor",
+    "rota.producer | rota.runtime",
+    "rota.migrations",
+    "rota.core",
+]
+
+
+def test_the_contract_names_every_layer_in_order() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = config["tool"]["importlinter"]["contracts"]
+    assert contract["type"] == "layers"
+    assert contract["layers"] == LAYERS
+    components = {p.name for p in (ROOT / "rota").iterdir() if (p / "__init__.py").exists()}
+    named = {m.strip().removeprefix("rota.") for layer in LAYERS for m in layer.split("|")}
+    assert components == named  # every top-level package sits in a layer; no grab bag
+
+
+def test_every_package_says_what_lives_there() -> None:
+    for init in sorted((ROOT / "rota").rglob("__init__.py")):
+        if "versions" in init.parts:
+            continue  # Alembic's revisions: a folder of files, not a package anyone imports
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc, f"{init.relative_to(ROOT)} has no docstring"
+    for layer in ROOT.joinpath("rota").iterdir():
+        init = layer / "__init__.py"
+        if init.exists():
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            where = init.relative_to(ROOT)
+            assert "may import" in doc.lower(), f"{where} does not say what it may import"

@@ -25,19 +25,19 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, insert, select, text
 
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.database import make_engine
-from rota.shared.models import jobs
-from rota.shared.queries.index_hints import indexed_by
-from rota.shared.queries.job_types import upsert_job_types
-from rota.shared.queries.jobs_read import (
+from rota.core.config import JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.queries.index_hints import indexed_by
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.queries.jobs_read import (
     JobFilter,
     Keyset,
     list_jobs,
     newest_jobs,
     recent_failed,
 )
-from rota.shared.states import TERMINAL, UNFINISHED
+from rota.core.states import TERMINAL, UNFINISHED
+from rota.core.tables import jobs
 from tests.db_support import BACKENDS, cloned_pg_database, migrated_sqlite_url
 from tests.plan_support import captured_statements
 

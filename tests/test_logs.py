@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.events import emit
-from rota.shared.logcontext import JobContextFilter, job_log_context
-from rota.shared.logformat import JsonFormatter, TextFormatter
+from rota.core.config import JobTypeSpec
+from rota.runtime.events import emit
+from rota.runtime.logcontext import JobContextFilter, job_log_context
+from rota.runtime.logformat import JsonFormatter, TextFormatter
 from tests.executor_support import (
     REPO_ROOT,
     add_jobs,

@@ -16,16 +16,16 @@ from prometheus_client.samples import Sample
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from rota.core.database import make_engine
+from rota.core.metric_deltas import DURATION_BUCKETS, QUEUE_WAIT, MetricsRecorder
+from rota.core.queries.jobs_control import request_cancel
+from rota.core.queries.jobs_read import database_now
+from rota.core.queries.schedule_skips import totals_by_reason
 from rota.executor.service import Executor
+from rota.runtime.metrics_flush import MetricsFlusher
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.scheduler.service import SchedulerService
-from rota.shared.database import make_engine
-from rota.shared.metrics import DURATION_BUCKETS, QUEUE_WAIT, MetricsRecorder
-from rota.shared.metrics_flush import MetricsFlusher
-from rota.shared.queries.jobs_control import request_cancel
-from rota.shared.queries.jobs_read import database_now
-from rota.shared.queries.schedule_skips import totals_by_reason
 from tests.api_support import running_api
 from tests.executor_support import add_jobs, claim_as, job_row, job_type, store_types, wait_for
 
@@ -199,7 +199,7 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
 def _ids(engine: Engine, *types: str) -> list[uuid.UUID]:
     from sqlalchemy import select
 
-    from rota.shared.models import jobs
+    from rota.core.tables import jobs
 
     with engine.connect() as conn:
         return list(conn.execute(select(jobs.c.job_id).where(jobs.c.job_type.in_(types))).scalars())
@@ -226,8 +226,8 @@ def test_a_failed_flush_keeps_its_deltas(engine: Engine, tmp_path: Path) -> None
 
 
 def test_observations_made_in_other_transactions_count_once(engine: Engine) -> None:
-    from rota.shared.queries.schedule_skips import SkipRecord, record_skips
-    from rota.shared.states import SkipReason
+    from rota.core.queries.schedule_skips import SkipRecord, record_skips
+    from rota.core.states import SkipReason
 
     apply_schedule_file(engine, load_schedule_text(SCHEDULES, "s.yaml"))
     with engine.begin() as conn:

@@ -11,6 +11,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
+from rota.core.database import SchemaNotReady, make_engine
+from rota.core.tables import metadata
 from rota.migrations.check import HEAD
 from rota.migrations.runner import (
     alembic_config,
@@ -20,8 +22,6 @@ from rota.migrations.runner import (
     head_revision,
     upgrade,
 )
-from rota.shared.database import SchemaNotReady, make_engine
-from rota.shared.models import metadata
 
 
 def _drift(url: str) -> list[object]:

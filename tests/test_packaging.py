@@ -2,9 +2,9 @@
 
 * The wheel built from this checkout holds ``rota/`` and its metadata only,
   ``top_level.txt`` says ``rota``, and ``py.typed`` ships.
-* With a directory first on ``PYTHONPATH`` holding packages named ``shared``,
-  ``cli``, ``executor``, ``scheduler`` and ``migrations`` (an application's
-  own, which used to shadow rota's), the commands still work.
+* With a directory first on ``PYTHONPATH`` holding packages named like
+  rota's layers (``core``, ``runtime``, ``cli``, ``executor``, ...: an
+  application's own), the commands still work.
 """
 
 from __future__ import annotations
@@ -23,7 +23,17 @@ from tests.executor_support import REPO_ROOT, wait_for
 
 pytestmark = pytest.mark.slow
 
-SHADOWS = ("shared", "cli", "executor", "scheduler", "migrations")
+SHADOWS = (
+    "shared",
+    "core",
+    "runtime",
+    "producer",
+    "operations",
+    "cli",
+    "executor",
+    "scheduler",
+    "migrations",
+)
 
 
 def test_the_wheel_holds_only_rota(tmp_path: Path) -> None:

@@ -13,23 +13,23 @@ import pytest
 from sqlalchemy import Engine, func, insert, select, text
 
 from rota.cli.main import main
-from rota.executor.service import Executor
-from rota.scheduler.control import backfill, pause, resume, trigger
-from rota.scheduler.schedule_file.errors import ConfigError
-from rota.scheduler.schedule_file.loader import load_schedule_text
-from rota.scheduler.service import SchedulerService
-from rota.shared.config.model import JobTypeSpec, Retention
-from rota.shared.models import job_attempts, jobs, schedule_skips
-from rota.shared.queries.jobs_control import request_cancel
-from rota.shared.queries.jobs_outcome import Finish, finish_if_lease_held
-from rota.shared.queries.jobs_prune import (
+from rota.core.config import JobTypeSpec, Retention
+from rota.core.queries.jobs_control import request_cancel
+from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
+from rota.core.queries.jobs_prune import (
     PruneRule,
     count_prunable,
     fold_old_skips,
     prune_finished_batch,
 )
-from rota.shared.queries.schedule_skips import latest_by_reason, totals_by_reason
-from rota.shared.states import AttemptOutcome, JobState
+from rota.core.queries.schedule_skips import latest_by_reason, totals_by_reason
+from rota.core.states import AttemptOutcome, JobState
+from rota.core.tables import job_attempts, jobs, schedule_skips
+from rota.executor.service import Executor
+from rota.operations.schedules import backfill, pause, resume, trigger
+from rota.scheduler.schedule_file.errors import ConfigError
+from rota.scheduler.schedule_file.loader import load_schedule_text
+from rota.scheduler.service import SchedulerService
 from tests.executor_support import add_jobs, claim_as, job_type, store_types, wait_for
 from tests.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, spec
 
@@ -217,7 +217,7 @@ def run_and_finish_schedule(engine: Engine, until: datetime) -> list[datetime]:
 def test_pruned_occurrences_are_never_made_again_by_the_scheduler_or_backfill(
     engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rota.shared.config.model import MisfirePolicy
+    from rota.core.config import MisfirePolicy
 
     apply_specs(engine, spec(misfire=MisfirePolicy.CATCH_UP))
     made = run_and_finish_schedule(engine, T0 + 5 * MIN)
@@ -258,8 +258,8 @@ def test_a_dry_run_cut_short_by_max_says_at_least_of_what_it_leaves_out(
     may be, so the count of those left out is a lower bound, and says so."""
     from datetime import date
 
-    from rota.scheduler.control import count_backfill
-    from rota.shared.config.model import MisfirePolicy
+    from rota.core.config import MisfirePolicy
+    from rota.operations.schedules import count_backfill
 
     walked = spec(
         every=None,
@@ -289,7 +289,7 @@ def test_a_dry_run_cut_short_by_max_says_at_least_of_what_it_leaves_out(
 def test_a_dry_run_whose_second_count_stops_at_max_says_at_least(engine: Engine) -> None:
     # A cron rule counted by its period (one a day here) over the whole range, but
     # walked one by one up to the watermark when that lies within three periods.
-    from rota.scheduler.control import count_backfill
+    from rota.operations.schedules import count_backfill
 
     apply_specs(engine, spec(every=None, cron="* 3 * * *"))
     with engine.begin() as conn:
@@ -306,7 +306,7 @@ def test_a_dry_run_whose_second_count_stops_at_max_says_at_least(engine: Engine)
 
 
 def test_a_scheduled_job_ahead_of_its_paused_schedule_cursor_is_kept(engine: Engine) -> None:
-    from rota.shared.config.model import MisfirePolicy
+    from rota.core.config import MisfirePolicy
 
     apply_specs(engine, spec(misfire=MisfirePolicy.CATCH_UP, catch_up_window=30 * DAY))
     pause(engine, "s", now=T0)
@@ -553,7 +553,7 @@ def test_an_executor_whose_pruning_fails_keeps_claiming_and_says_prune_failed(
     # a `rota prune` cron job under another role), a lock or statement timeout on a
     # big history must not stop the executor (a "permanent" database error), pause
     # its claims with the outage backoff, or be reported as the database being down.
-    from rota.shared.database import make_engine
+    from rota.core.database import make_engine
     from tests.pg_roles import login_role
 
     revoke = 'REVOKE DELETE ON jobs, job_attempts FROM "{role}"'

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from rota.shared.config.model import Isolation
+from rota.core.config import Isolation
 from tests.executor_support import Executors, add_jobs, job_type, states, store_types, wait_for
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from rota.shared.config.model import Isolation
+from rota.core.config import Isolation
 from tests.executor_support import (
     Executors,
     add_jobs,

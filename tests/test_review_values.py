@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
+from rota.core.config import JobTypeSpec
+from rota.core.queries.job_types import upsert_job_types
+from rota.core.tables import jobs
 from rota.executor.service import Executor
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.enqueue import JobRequest, enqueue_many
-from rota.shared.models import jobs
-from rota.shared.queries.job_types import upsert_job_types
+from rota.producer.enqueue import JobRequest, enqueue_many
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
+from rota.core.config import Ambiguous, DstPolicy, Nonexistent
 from rota.scheduler.rules import compile_rule, iter_between
-from rota.shared.config.model import Ambiguous, DstPolicy, Nonexistent
 from tests.rules_helpers import spec
 
 ZONES = [

@@ -6,6 +6,7 @@ from datetime import date, timedelta
 
 import pytest
 
+from rota.core.timefmt import utc_key
 from rota.scheduler.rules import (
     RuleError,
     compile_rule,
@@ -16,7 +17,6 @@ from rota.scheduler.rules import (
 )
 from rota.scheduler.rules.policy import FIXED_TIME_DEFAULT, REAL_TIME_DEFAULT
 from rota.scheduler.rules.recurrence import RuleTooCostly
-from rota.shared.timefmt import utc_key
 from tests.rules_helpers import SKIP_FIRST, at, instants, spec, walk
 
 # --- cron --------------------------------------------------------------------

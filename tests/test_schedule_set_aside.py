@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import Engine, update
 
 from rota.cli.main import main
+from rota.core.tables import schedules
 from rota.scheduler.service import SchedulerService
-from rota.shared.models import schedules
 from tests.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, spec
 
 
@@ -94,9 +94,9 @@ def test_apply_evaluates_rules_before_taking_the_write_lock(
     apply lock), or `rota enqueue`, `rota pause` and the scheduler wait behind it."""
     import sqlite3
 
+    from rota.core.database import make_engine
     from rota.migrations.runner import upgrade
     from rota.scheduler import apply as apply_module
-    from rota.shared.database import make_engine
 
     path = tmp_path / "rota.db"
     engine = make_engine(f"sqlite:///{path}")

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from rota.cli.main import main
+from rota.core.tables import job_types, schedules
 from rota.scheduler.apply import apply_file
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.service import SchedulerService
-from rota.shared.models import job_types, schedules
 from tests.scheduler_helpers import MIN, T0, jobs_of, schedule_row
 
 HEAD = """\

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
-from rota.scheduler.control import UnknownSchedule, backfill, pause, resume, trigger
+from rota.core.config import MisfirePolicy
+from rota.operations.schedules import UnknownSchedule, backfill, pause, resume, trigger
 from rota.scheduler.service import SchedulerService
-from rota.shared.config.model import MisfirePolicy
 from tests.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, skips_of, spec
 
 

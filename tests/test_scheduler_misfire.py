@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from rota.core.config import MisfirePolicy, OverlapPolicy, ScheduleSpec
+from rota.core.states import SkipReason
 from rota.scheduler.jitter import jitter_offset
 from rota.scheduler.misfire import PlannedJob, plan_due, repeat_period, scan
 from rota.scheduler.overlap import decide_overlap
-from rota.shared.config.model import MisfirePolicy, OverlapPolicy, ScheduleSpec
-from rota.shared.states import SkipReason
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MIN = timedelta(minutes=1)

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from rota.shared.config.model import MisfirePolicy
-from rota.shared.models import jobs
-from rota.shared.queries.schedules import read_clock
+from rota.core.config import MisfirePolicy
+from rota.core.queries.schedules import read_clock
+from rota.core.tables import jobs
 from tests.scheduler_helpers import apply_specs, schedule_row, spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
+from rota.core.config import MisfirePolicy
 from rota.scheduler.service import SchedulerService
-from rota.shared.config.model import MisfirePolicy
 from tests.scheduler_helpers import apply_specs, jobs_of, spec
 
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, delete, update
 
+from rota.core.config import MisfirePolicy, OverlapPolicy
+from rota.core.tables import jobs
+from rota.core.timefmt import occurrence_key
 from rota.scheduler.jitter import jitter_offset
 from rota.scheduler.service import SchedulerService
-from rota.shared.config.model import MisfirePolicy, OverlapPolicy
-from rota.shared.models import jobs
-from rota.shared.timefmt import occurrence_key
 from tests.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, skips_of, spec
 
 
@@ -199,7 +199,7 @@ def test_pruning_finished_jobs_never_reopens_an_occurrence(engine: Engine) -> No
 
 
 def test_removed_job_type_falls_back_to_defaults_and_still_fires(engine: Engine) -> None:
-    from rota.shared.queries.job_types import delete_job_type
+    from rota.core.queries.job_types import delete_job_type
 
     apply_specs(engine, spec())
     with engine.begin() as conn:
@@ -221,7 +221,7 @@ def test_replicas_at_the_same_instant_make_each_occurrence_once(engine: Engine) 
 def test_a_wall_time_dropped_by_the_dst_policy_is_recorded_never_made(engine: Engine) -> None:
     from datetime import UTC, datetime
 
-    from rota.shared.config.model import Ambiguous, DstPolicy, Nonexistent
+    from rota.core.config import Ambiguous, DstPolicy, Nonexistent
 
     berlin = spec(
         every=None,
@@ -246,7 +246,7 @@ def test_a_wall_time_dropped_by_the_dst_policy_is_recorded_never_made(engine: En
 def test_a_definition_that_cannot_be_evaluated_is_postponed_not_fatal(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from rota.shared.models import schedules
+    from rota.core.tables import schedules
 
     apply_specs(engine, spec("bad", misfire=MisfirePolicy.CATCH_UP), spec("good"))
     with engine.begin() as conn:

@@ -19,10 +19,10 @@ from sqlalchemy.exc import ProgrammingError
 
 import rota
 from rota.cli.main import main
+from rota.core.database import BadDatabaseSetting, listen_channel, make_engine
+from rota.core.queries.jobs_notify import CHANNEL
 from rota.executor.service import Executor
 from rota.migrations.runner import upgrade
-from rota.shared.database import BadDatabaseSetting, listen_channel, make_engine
-from rota.shared.queries.jobs_notify import CHANNEL
 from tests.executor_support import claim_as, job_type, store_types
 
 FILE = """\

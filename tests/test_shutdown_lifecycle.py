@@ -21,8 +21,8 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
+from rota.core.config import Backoff, Isolation
 from rota.executor.service import DEFAULT_DRAIN_TIMEOUT
-from rota.shared.config.model import Backoff, Isolation
 from tests.executor_support import (
     Executors,
     add_jobs,

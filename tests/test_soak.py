@@ -35,9 +35,9 @@ from bench.soak_checks import (
     check_terminal_kept,
     claims_since,
 )
+from rota.core.tables import job_attempts, jobs, schedule_skips, schedules, workers
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
-from rota.shared.models import job_attempts, jobs, schedule_skips, schedules, workers
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -21,8 +21,8 @@ from sqlalchemy import ClauseElement, TextClause
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import SAWarning
 
-from rota.shared.queries import jobs_claim, jobs_insert, jobs_lease, jobs_outcome
-from rota.shared.queries import schedules as schedule_queries
+from rota.core.queries import jobs_claim, jobs_insert, jobs_lease, jobs_outcome
+from rota.core.queries import schedules as schedule_queries
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 HEADER = "-- Rendered by tests/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).\n"

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from rota.shared.sqltime import read_utc
+from rota.core.sqltime import read_utc
 
 INSTANT = datetime(2026, 3, 29, 1, 30, 15, 123456, tzinfo=UTC)  # a DST change in Europe
 

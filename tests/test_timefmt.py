@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from rota.shared.timefmt import occurrence_key, parse_instant, utc_key
+from rota.core.timefmt import occurrence_key, parse_instant, utc_key
 
 
 def test_keys_are_utc_with_seconds_and_a_padded_year() -> None:

@@ -24,10 +24,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
 from rota.cli.main import main
-from rota.executor.service import Executor
-from rota.scheduler.service import SchedulerService
-from rota.shared.models import workers
-from rota.shared.queries.workers import (
+from rota.core.queries.workers import (
     WorkerInfo,
     deregister_worker,
     list_workers,
@@ -36,7 +33,10 @@ from rota.shared.queries.workers import (
     register_worker,
     remove_gone_workers,
 )
-from rota.shared.states import WorkerKind
+from rota.core.states import WorkerKind
+from rota.core.tables import workers
+from rota.executor.service import Executor
+from rota.scheduler.service import SchedulerService
 from tests.executor_support import REPO_ROOT, subprocess_env, wait_for
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

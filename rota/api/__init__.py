@@ -7,7 +7,7 @@
 
 The app holds no state of its own: every answer comes from the database, so
 any number of ``rota serve`` processes can run side by side and agree. Jobs
-are created through the public producer API (``rota.shared.enqueue``), so the
+are created through the public producer API (``rota.producer.enqueue``), so the
 API validates values, deduplicates and applies backpressure exactly like
 ``rota.enqueue`` and ``rota enqueue``; operator actions reuse the statements of
 the CLI (``jobs_control``, ``scheduler.control``).
@@ -17,6 +17,8 @@ Modules: ``app`` (assembly, health), ``auth`` (the bearer token),
 ``resources`` (what a job and a schedule look like as JSON), ``exposition``
 (``GET /metrics``), ``dashboard`` (``GET /`` and its data), ``server`` (binding
 and running uvicorn).
+
+May import: ``rota.operations`` and every layer below it; never ``rota.cli``.
 """
 
 from rota.api.app import create_app

@@ -14,8 +14,8 @@ from rota.api.auth import BearerAuth
 from rota.api.exposition import exposition
 from rota.api.failed_counts import FailedCounts
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
+from rota.core.database import DatabaseError
 from rota.migrations.check import current_revision, schema_problem
-from rota.shared.database import DatabaseError
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 

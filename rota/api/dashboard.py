@@ -26,7 +26,7 @@ from sqlalchemy import Connection
 
 from rota.api.failed_counts import FailedCounts
 from rota.api.resources import instant, job_resource, schedule_resource
-from rota.shared.metrics import (
+from rota.core.metric_deltas import (
     BY_NAME,
     CANCEL_LATENCY,
     END_TO_END,
@@ -38,13 +38,13 @@ from rota.shared.metrics import (
     decode_labels,
     parse_le,
 )
-from rota.shared.queries.job_types import load_job_types
-from rota.shared.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
-from rota.shared.queries.jobs_read import database_now, recent_failed
-from rota.shared.queries.metrics import read_minutes, read_totals
-from rota.shared.queries.schedule_skips import totals_by_reason
-from rota.shared.queries.schedules import list_schedules
-from rota.shared.queries.workers import list_workers
+from rota.core.queries.job_types import load_job_types
+from rota.core.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
+from rota.core.queries.jobs_read import database_now, recent_failed
+from rota.core.queries.metric_tables import read_minutes, read_totals
+from rota.core.queries.schedule_skips import totals_by_reason
+from rota.core.queries.schedules import list_schedules
+from rota.core.queries.workers import list_workers
 
 WINDOW = timedelta(hours=1)
 FAILED_SHOWN = 50

@@ -2,9 +2,9 @@
 
 Every ``rota serve`` instance reports the same numbers, whichever process did
 the work: histograms and counters are the cumulative rows of
-``metric_totals`` (written by executors and schedulers, ``rota.shared.metrics``),
+``metric_totals`` (written by executors and schedulers, ``rota.core.metric_deltas``),
 gauges are counted from partial indexes of waiting and running jobs
-(``rota.shared.queries.jobs_gauges``). A scrape reads a few small index ranges
+(``rota.core.queries.jobs_gauges``). A scrape reads a few small index ranges
 and a table of one row per label set and bucket: never the job history (past
 ten thousand FAILED jobs their count is taken less often: ``rota.api.failed_counts``).
 """
@@ -26,13 +26,13 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
 from rota.api.failed_counts import FailedCounts
-from rota.shared.metrics import BY_NAME, Kind, decode_labels
-from rota.shared.queries.job_types import load_job_types
-from rota.shared.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
-from rota.shared.queries.jobs_read import database_now
-from rota.shared.queries.metrics import read_totals
-from rota.shared.queries.workers import live_worker_counts
-from rota.shared.states import UNFINISHED, JobState
+from rota.core.metric_deltas import BY_NAME, Kind, decode_labels
+from rota.core.queries.job_types import load_job_types
+from rota.core.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
+from rota.core.queries.jobs_read import database_now
+from rota.core.queries.metric_tables import read_totals
+from rota.core.queries.workers import live_worker_counts
+from rota.core.states import UNFINISHED, JobState
 
 GAUGE_STATES = (*UNFINISHED, JobState.FAILED.value)
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from rota.shared.queries.jobs_gauges import StateCount, failed_at_most, failed_by_type
+from rota.core.queries.jobs_gauges import StateCount, failed_at_most, failed_by_type
 
 EXACT_UP_TO = 10_000
 COST_FACTOR = 100.0

@@ -1,6 +1,6 @@
 """``/jobs``: submit (202 + Location), read, list, cancel, replay.
 
-Submissions go through ``rota.shared.enqueue`` in one transaction: a value it
+Submissions go through ``rota.producer.enqueue`` in one transaction: a value it
 refuses, an unknown job type or backpressure raises before anything is
 inserted, so a failed request never leaves a partial job behind.
 """
@@ -32,10 +32,9 @@ from rota.api.problems import (
     Problem,
 )
 from rota.api.resources import job_location, job_resource
-from rota.shared.durations import DurationError, parse_duration
-from rota.shared.enqueue import QueueFull, UnknownJobType, enqueue
-from rota.shared.queries.jobs_control import replay_failed, request_cancel
-from rota.shared.queries.jobs_read import (
+from rota.core.durations import DurationError, parse_duration
+from rota.core.queries.jobs_control import replay_failed, request_cancel
+from rota.core.queries.jobs_read import (
     JobFilter,
     Keyset,
     database_now,
@@ -43,14 +42,15 @@ from rota.shared.queries.jobs_read import (
     get_job,
     newest_jobs,
 )
-from rota.shared.states import ALL_STATES, JobState
-from rota.shared.timefmt import parse_instant
+from rota.core.states import ALL_STATES, JobState
+from rota.core.timefmt import parse_instant
+from rota.producer.enqueue import QueueFull, UnknownJobType, enqueue
 
 router = APIRouter(tags=["jobs"])
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
-MAX_BODY_BYTES = 2_000_000  # args are at most 1 MB of JSON (rota.shared.values)
+MAX_BODY_BYTES = 2_000_000  # args are at most 1 MB of JSON (rota.core.storable)
 
 
 class JobSubmission(BaseModel):

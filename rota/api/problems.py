@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rota.shared.database import scrub, short_error
+from rota.core.database import scrub, short_error
 
 log = logging.getLogger("rota.api")
 

@@ -16,9 +16,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from rota.shared.config.model import ScheduleSpec
-from rota.shared.states import CLAIMABLE, LEASED, JobState
-from rota.shared.timefmt import as_utc
+from rota.core.config import ScheduleSpec
+from rota.core.states import CLAIMABLE, LEASED, JobState
+from rota.core.timefmt import as_utc
 
 Row = Mapping[Any, Any]  # a SQLAlchemy RowMapping
 

@@ -1,6 +1,6 @@
 """``/schedules``: the declared schedules with their skip ledger; pause, resume, trigger.
 
-The actions are ``rota.scheduler.control``'s, the same as ``rota pause``,
+The actions are ``rota.operations.schedules``'s, the same as ``rota pause``,
 ``rota resume`` and ``rota trigger``: one transaction each, the schedule row
 locked, the replicas woken.
 """
@@ -15,10 +15,10 @@ from fastapi.responses import JSONResponse
 from rota.api.jobs import engine_of
 from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, Problem
 from rota.api.resources import instant, job_location, schedule_resource
-from rota.scheduler import control
-from rota.scheduler.control import ScheduleRemoved, UnknownSchedule
-from rota.shared.queries.schedule_skips import skips_of_schedule, totals_by_reason
-from rota.shared.queries.schedules import get_schedule, list_schedules
+from rota.core.queries.schedule_skips import skips_of_schedule, totals_by_reason
+from rota.core.queries.schedules import get_schedule, list_schedules
+from rota.operations import schedules as control
+from rota.operations.schedules import ScheduleRemoved, UnknownSchedule
 
 router = APIRouter(tags=["schedules"])
 

@@ -1,1 +1,4 @@
-"""The ``rota`` command line: one module per command under ``cli.commands``."""
+"""The ``rota`` command line: one module per command under ``cli.commands``.
+
+May import: every layer; nothing imports it.
+"""

@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from rota.shared.config.model import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN
+from rota.core.config import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN
 
 _INT = re.compile(r"[+-]?[0-9]{1,30}", re.ASCII)
 _DECIMAL = re.compile(

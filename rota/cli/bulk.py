@@ -18,16 +18,16 @@ from sqlalchemy import Engine
 from rota.cli import bounds
 from rota.cli.common import RuntimeFailure, UserError, add_db_option, add_reason_option
 from rota.cli.filters import add_filter_options, has_filter, job_filter
-from rota.shared.actions import ActionNote
-from rota.shared.database import short_error
-from rota.shared.operator import (
+from rota.core.database import short_error
+from rota.core.operator_notes import ActionNote
+from rota.core.queries.jobs_read import JobFilter
+from rota.operations.jobs import (
     BULK_BATCH,
     BulkInterrupted,
     BulkResult,
     StateNotAllowed,
     count_matching,
 )
-from rota.shared.queries.jobs_read import JobFilter
 
 BulkRun = Callable[[Engine, JobFilter, ActionNote, int], BulkResult]
 

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 
 from rota.cli import bounds
-from rota.shared.actions import ActionNote, check_note_text
-from rota.shared.database import (
+from rota.core.database import (
     BadDatabaseSetting,
     DatabaseError,
     make_engine,
@@ -32,10 +31,11 @@ from rota.shared.database import (
     resolve_url,
     sqlite_file_path,
 )
-from rota.shared.events import emit
-from rota.shared.logcontext import JobContextFilter
-from rota.shared.logformat import JsonFormatter, TextFormatter
-from rota.shared.registry import DEFAULT_INTERVAL_SECONDS
+from rota.core.operator_notes import ActionNote, check_note_text
+from rota.runtime.events import emit
+from rota.runtime.logcontext import JobContextFilter
+from rota.runtime.logformat import JsonFormatter, TextFormatter
+from rota.runtime.registry import DEFAULT_INTERVAL_SECONDS
 
 if TYPE_CHECKING:
     from rota.cli.health import HealthServer

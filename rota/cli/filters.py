@@ -16,12 +16,12 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from rota.cli.common import UserError, checked_arg
-from rota.shared.durations import DurationError, DurationTooLong, parse_duration
-from rota.shared.queries.job_types import get_job_types, load_job_types
-from rota.shared.queries.jobs_read import JobFilter, database_now
-from rota.shared.queries.schedules import get_schedule, schedule_names
-from rota.shared.states import ALL_STATES
-from rota.shared.timefmt import parse_instant
+from rota.core.durations import DurationError, DurationTooLong, parse_duration
+from rota.core.queries.job_types import get_job_types, load_job_types
+from rota.core.queries.jobs_read import JobFilter, database_now
+from rota.core.queries.schedules import get_schedule, schedule_names
+from rota.core.states import ALL_STATES
+from rota.core.timefmt import parse_instant
 
 
 def add_filter_options(parser: argparse.ArgumentParser, *, states_help: str | None = None) -> None:
@@ -100,7 +100,7 @@ def job_filter(conn: Connection, args: argparse.Namespace) -> JobFilter:
         raise UserError(f"--type: unknown job type {name[:80]!r}{hint}")
     for name in schedules:
         if get_schedule(conn, name) is None:
-            from rota.scheduler.control import UnknownSchedule  # only on this error path
+            from rota.operations.schedules import UnknownSchedule  # only on this error path
 
             raise UserError(f"--schedule: {UnknownSchedule(name, schedule_names(conn))}")
     since = parse_since(args.since, database_now(conn)) if args.since else None

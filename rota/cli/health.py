@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rota.shared.liveness import Liveness
+from rota.runtime.liveness import Liveness
 
 REQUEST_TIMEOUT_SECONDS = 5.0
 

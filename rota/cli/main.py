@@ -17,9 +17,9 @@ from rota.cli.common import (
     UserError,
     database_url,
 )
+from rota.core.database import BadDatabaseSetting, DatabaseError, scrub, short_error
+from rota.runtime.outage import DatabaseUnusable
 from rota.scheduler.schedule_file.errors import ConfigError
-from rota.shared.database import BadDatabaseSetting, DatabaseError, scrub, short_error
-from rota.shared.outage import DatabaseUnusable
 
 # Each module has register(subparsers) and run(args) -> int.
 COMMANDS = (
@@ -61,7 +61,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     # Handlers are named by import path ("myapp.reports:generate"): like a plain
     # `python` run, resolve them from the working directory too. Appended, not
-    # prepended: an application's own `shared` or `cli` package must never
+    # prepended: an application's own `core` or `cli` package must never
     # shadow rota's modules (they all live under the one name `rota` anyway).
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from rota.shared.states import JobState
+from rota.core.states import JobState
 
 Row = Mapping[Any, Any]  # a job or attempt row (SQLAlchemy RowMapping)
 

@@ -1,6 +1,6 @@
 r"""The executor: claim jobs, run their handlers, and record what happened, safely.
 
-Job states (see ``shared.states`` for the diagram)::
+Job states (see ``core.states`` for the diagram)::
 
     QUEUED / RETRY_WAIT --claim--> RUNNING --success--> SUCCEEDED
                                    RUNNING --error, attempts left--> RETRY_WAIT
@@ -52,7 +52,7 @@ Failure handling:
   retryable error (repeating it is safe); an ``idempotent: false`` one goes to
   FAILED with code NEEDS_RECONCILE: a person decides, then ``rota replay``.
 * What a handler says is made storable before it is written
-  (``shared.values.storable_text``: cut to its column with a marker, NUL and
+  (``core.storable.storable_text``: cut to its column with a marker, NUL and
   lone surrogates replaced; ``ctx.progress`` refuses wrong types). A batch of
   outcomes or renewals the database refuses for its values is split down to
   the row at fault (``writer``, ``heartbeat``): the others are written; that
@@ -105,6 +105,9 @@ Execution is at least once with fenced bookkeeping: a stale worker cannot
 change a job's recorded state, but it may have done the work; side effects
 are made safe by idempotent handlers (``ctx.idempotency_key(op)``) and
 reconciliation, not by the lease.
+
+May import: ``rota.producer``, ``rota.runtime``, ``rota.migrations`` and
+``rota.core``; never ``rota.scheduler`` (its sibling) or anything above.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from rota.shared.config.model import Backoff
+from rota.core.config import Backoff
 
 
 def retry_delay_seconds(backoff: Backoff, attempts_made: int, rng: random.Random) -> float:

@@ -38,15 +38,15 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from rota.core.config import JobTypeSpec
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.storable import storable_text
 from rota.executor import outcomes
 from rota.executor.context import JobContext
 from rota.executor.errors import AmbiguousError, JobCancelled, PermanentError
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.lease import HeldJob
 from rota.executor.processes import end_group_guard, fork_group_guard
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.queries.jobs_claim import ClaimedJob
-from rota.shared.values import storable_text
 
 MAX_MESSAGE_BYTES = 1024 * 1024  # the parent refuses longer messages
 LOG_TEXT_MAX = 16_000

@@ -6,7 +6,7 @@ of jobs without a concurrency key (one autocommit statement,
 with a ``tenant_limit``, it runs the limited claim in a transaction
 (``claim_limited_jobs``: PostgreSQL takes the claim advisory lock first; on
 SQLite the transaction holds the write lock), which counts keys and tenants.
-See ``rota.shared.queries.jobs_claim`` for the statements themselves.
+See ``rota.core.queries.jobs_claim`` for the statements themselves.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
-from rota.executor.transactions import LoopConnection
-from rota.shared.queries.jobs_claim import (
+from rota.core.queries.jobs_claim import (
     ClaimedJob,
     ScanStart,
     claim_limited_jobs,
     claim_unkeyed_jobs,
 )
+from rota.executor.transactions import LoopConnection
 
 # How soon a lock-free claim scans from the head again after its last scan from
 # there, at first and at most: a job of the same priority made claimable before

@@ -28,12 +28,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO
 
+from rota.core.storable import command_args_problem, rota_args_env
 from rota.executor.context import JobContext
 from rota.executor.errors import JobCancelled, PermanentError, RetryableError
 from rota.executor.lease import HeldJob
 from rota.executor.processes import die_with_parent, end_watch, kill_process_group, watch_group
-from rota.shared.events import emit
-from rota.shared.values import command_args_problem, rota_args_env
+from rota.runtime.events import emit
 
 CANCEL_GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.02

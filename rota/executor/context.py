@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rota.core.storable import BIGINT_MAX, PROGRESS_STAGE_MAX, storable_text
 from rota.executor.errors import (
     JobCancelled,
     JobReleased,
@@ -15,7 +16,6 @@ from rota.executor.errors import (
     PermanentError,
 )
 from rota.executor.lease import HeldJob, StopReason
-from rota.shared.values import BIGINT_MAX, PROGRESS_STAGE_MAX, storable_text
 
 BAD_ARGS = "BAD_ARGS"
 

@@ -32,16 +32,16 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from rota.executor.lease import HeldJob, StopReason
-from rota.executor.transactions import LoopConnection, refused_for_its_values
-from rota.shared.database import short_error
-from rota.shared.outage import Outage
-from rota.shared.queries.jobs_lease import (
+from rota.core.database import short_error
+from rota.core.queries.jobs_lease import (
     Renewal,
     cancel_requested_of_owner,
     renew_leases_if_held,
 )
-from rota.shared.states import JobState
+from rota.core.states import JobState
+from rota.executor.lease import HeldJob, StopReason
+from rota.executor.transactions import LoopConnection, refused_for_its_values
+from rota.runtime.outage import Outage
 
 log = logging.getLogger("rota.executor")
 

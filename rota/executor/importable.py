@@ -23,11 +23,11 @@ import sys
 import threading
 from collections.abc import Collection, Mapping
 
+from rota.core.config import Isolation, JobTypeSpec
 from rota.executor.errors import PermanentError
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.processes import die_with_parent
-from rota.shared.config.model import Isolation, JobTypeSpec
-from rota.shared.events import emit
+from rota.runtime.events import emit
 
 log = logging.getLogger("rota.executor")
 

@@ -37,6 +37,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from rota.core.storable import storable_text
 from rota.executor.child import MAX_MESSAGE_BYTES, ChildJob
 from rota.executor.context import JobContext
 from rota.executor.errors import (
@@ -48,7 +49,6 @@ from rota.executor.errors import (
 )
 from rota.executor.lease import HeldJob
 from rota.executor.processes import die_with_parent, kill_process_group
-from rota.shared.values import storable_text
 
 CANCEL_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.02

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rota.core.config import JobTypeSpec
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.queries.jobs_lease import Renewal
 from rota.executor.processes import kill_process_group
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.queries.jobs_claim import ClaimedJob
-from rota.shared.queries.jobs_lease import Renewal
 
 # A lease is treated as lost locally once this share of it has passed since the
 # last renewal the database confirmed: the margin covers a slow statement and

@@ -14,9 +14,9 @@ import threading
 import psycopg
 from sqlalchemy import Engine
 
-from rota.shared.database import libpq_dsn, listen_channel, short_error
-from rota.shared.outage import Outage
-from rota.shared.queries.jobs_notify import CHANNEL
+from rota.core.database import libpq_dsn, listen_channel, short_error
+from rota.core.queries.jobs_notify import CHANNEL
+from rota.runtime.outage import Outage
 
 log = logging.getLogger("rota.executor")
 

@@ -13,7 +13,7 @@ Policy, per attempt ``n`` of ``max_attempts``:
   (repeating it is safe), and an ``idempotent: false`` one goes to FAILED with
   code NEEDS_RECONCILE: a person checks, then ``rota replay``.
 
-Every value a handler controls is made storable here (``shared.values``):
+Every value a handler controls is made storable here (``core.storable``):
 the code is cut to its column, the detail (a traceback) keeps its first and
 last lines within ``ERROR_DETAIL_MAX``; NUL and lone surrogates are replaced.
 A handler's result must be None or a string reference of at most
@@ -27,19 +27,19 @@ from __future__ import annotations
 import random
 import traceback
 
-from rota.executor.backoff import retry_delay_seconds
-from rota.executor.errors import AmbiguousError, HandlerError, PermanentError
-from rota.shared.config.model import Backoff, JobTypeSpec
-from rota.shared.database import short_error
-from rota.shared.queries.jobs_claim import ClaimedJob
-from rota.shared.queries.jobs_outcome import Finish
-from rota.shared.states import AttemptOutcome, JobState
-from rota.shared.values import (
+from rota.core.config import Backoff, JobTypeSpec
+from rota.core.database import short_error
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.queries.jobs_outcome import Finish
+from rota.core.states import AttemptOutcome, JobState
+from rota.core.storable import (
     ERROR_CODE_MAX,
     ERROR_DETAIL_MAX,
     RESULT_REF_MAX,
     storable_text,
 )
+from rota.executor.backoff import retry_delay_seconds
+from rota.executor.errors import AmbiguousError, HandlerError, PermanentError
 
 NEEDS_RECONCILE = "NEEDS_RECONCILE"
 TIMEOUT = "TIMEOUT"

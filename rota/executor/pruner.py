@@ -5,7 +5,7 @@ its last claim found nothing due at all (a claim that merely came back short
 may have lost rows to another executor's SKIP LOCKED) and a pass is due, so
 pruning never takes a turn a claim could have used. A pass starts every
 ``interval`` seconds: it lists the (state, job type) rules
-(``shared.retention.prune_rules``), then each ``step()`` deletes at most
+(``core.retention.prune_rules``), then each ``step()`` deletes at most
 ``batch`` jobs in one short transaction (PostgreSQL: ``SKIP LOCKED``, so
 executors pruning at once take different rows; SQLite: one short write
 transaction), and the claim loop claims again between steps. The last step
@@ -32,17 +32,17 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from rota.executor.transactions import LoopConnection
-from rota.shared.config.model import JobTypeSpec
-from rota.shared.events import emit
-from rota.shared.outage import Outage, describe
-from rota.shared.queries.jobs_prune import (
+from rota.core.config import JobTypeSpec
+from rota.core.queries.jobs_prune import (
     PRUNE_BATCH,
     PruneRule,
     fold_old_skips,
     prune_finished_batch,
 )
-from rota.shared.retention import SKIP_LEDGER_RETAIN, prune_rules
+from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
+from rota.executor.transactions import LoopConnection
+from rota.runtime.events import emit
+from rota.runtime.outage import Outage, describe
 
 log = logging.getLogger("rota.executor")
 

@@ -1,7 +1,7 @@
 """Index upkeep in the executor: rebuild the job tables' bloated indexes (PostgreSQL).
 
 Why the queue's indexes bloat as history grows, and how a bloated one is
-found and rebuilt, is in ``shared.queries.index_upkeep``. Every executor on
+found and rebuilt, is in ``core.queries.index_upkeep``. Every executor on
 PostgreSQL has a ``Reindexer``: a thread of its own, so a rebuild (seconds
 for a queue index of a ten-million-job table in memory, more from disk)
 never holds up a claim. It checks
@@ -42,10 +42,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from rota.shared.database import libpq_dsn
-from rota.shared.events import emit
-from rota.shared.outage import describe
-from rota.shared.queries.index_upkeep import (
+from rota.core.database import libpq_dsn
+from rota.core.queries.index_upkeep import (
     BLOAT_FACTOR,
     LOCK_NOT_AVAILABLE,
     MIN_BLOATED_PAGES,
@@ -61,6 +59,8 @@ from rota.shared.queries.index_upkeep import (
     upkeep_possible,
     upkeep_session,
 )
+from rota.runtime.events import emit
+from rota.runtime.outage import describe
 
 log = logging.getLogger("rota.executor")
 

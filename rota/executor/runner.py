@@ -17,6 +17,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from rota.core.config import Isolation
+from rota.core.queries.jobs_outcome import Finish
 from rota.executor import outcomes
 from rota.executor.aio import EventLoopThread, TaskStopped
 from rota.executor.command import run_command
@@ -30,9 +32,7 @@ from rota.executor.errors import (
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.isolation import run_isolated
 from rota.executor.lease import HeldJob
-from rota.shared.config.model import Isolation
-from rota.shared.logcontext import job_log_context
-from rota.shared.queries.jobs_outcome import Finish
+from rota.runtime.logcontext import job_log_context
 
 JOB_TYPE_UNAVAILABLE = "JOB_TYPE_UNAVAILABLE"
 

@@ -27,35 +27,35 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
+from rota.core.database import short_error
+from rota.core.metric_deltas import DEFAULT_FLUSH_SECONDS, MetricsRecorder
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.queries.jobs_lease import Swept, sweep_expired_leases
+from rota.core.queries.jobs_notify import notify_claimable
+from rota.core.queries.jobs_outcome import Finish
+from rota.core.states import AttemptOutcome, JobState, WorkerKind
 from rota.executor import outcomes
 from rota.executor.aio import EventLoopThread
 from rota.executor.claim import ScanStarts, claim_jobs
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.heartbeat import Heartbeat
-from rota.executor.identity import new_worker_id
 from rota.executor.importable import ImportCheck
-from rota.executor.jobtypes import JobTypeCache
+from rota.executor.job_type_cache import JobTypeCache
 from rota.executor.lease import HeldJob, StopReason
 from rota.executor.listener import Listener
-from rota.executor.metrics import observe_claim, observe_swept, observe_written
+from rota.executor.observations import observe_claim, observe_swept, observe_written
 from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from rota.executor.reindexer import DEFAULT_FIRST_CHECK, DEFAULT_REINDEX_INTERVAL, Reindexer
 from rota.executor.runner import run_held_job
 from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
 from rota.executor.writer import OutcomeWriter
-from rota.shared.database import short_error
-from rota.shared.events import emit
-from rota.shared.liveness import Liveness
-from rota.shared.metrics import DEFAULT_FLUSH_SECONDS, MetricsRecorder
-from rota.shared.metrics_flush import MetricsFlusher
-from rota.shared.outage import Outage, describe, is_database_error
-from rota.shared.queries.jobs_claim import ClaimedJob
-from rota.shared.queries.jobs_lease import Swept, sweep_expired_leases
-from rota.shared.queries.jobs_notify import notify_claimable
-from rota.shared.queries.jobs_outcome import Finish
-from rota.shared.registry import DEFAULT_INTERVAL_SECONDS, Registration
-from rota.shared.states import AttemptOutcome, JobState, WorkerKind
+from rota.runtime.events import emit
+from rota.runtime.identity import new_worker_id
+from rota.runtime.liveness import Liveness
+from rota.runtime.metrics_flush import MetricsFlusher
+from rota.runtime.outage import Outage, describe, is_database_error
+from rota.runtime.registry import DEFAULT_INTERVAL_SECONDS, Registration
 
 log = logging.getLogger("rota.executor")
 T = TypeVar("T")

@@ -16,7 +16,7 @@ import threading
 
 from sqlalchemy import Engine
 
-from rota.shared.database import sqlite_file_path
+from rota.core.database import sqlite_file_path
 
 log = logging.getLogger("rota.executor")
 

@@ -2,7 +2,7 @@
 
 Handlers hand their outcome over and free their slot at once; the writer
 writes everything pending in ONE fenced statement per flush (each row fenced
-on its own, see ``shared.queries.jobs_outcome``). Until its outcome is written
+on its own, see ``core.queries.jobs_outcome``). Until its outcome is written
 a job stays in the executor's held set, so its lease keeps being renewed. A
 failed flush (database unreachable) is retried; the fence makes a late write
 safe, since it only lands if no one else took the job meanwhile.
@@ -27,15 +27,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from rota.core.database import short_error
+from rota.core.queries.jobs_notify import notify_claimable
+from rota.core.queries.jobs_outcome import Finish, Finished, Written, finish_if_lease_held
+from rota.core.states import JobState
 from rota.executor.lease import HeldJob
 from rota.executor.outcomes import unstorable
 from rota.executor.transactions import LoopConnection, refused_for_its_values
-from rota.shared.database import short_error
-from rota.shared.events import emit
-from rota.shared.outage import Outage
-from rota.shared.queries.jobs_notify import notify_claimable
-from rota.shared.queries.jobs_outcome import Finish, Finished, Written, finish_if_lease_held
-from rota.shared.states import JobState
+from rota.runtime.events import emit
+from rota.runtime.outage import Outage
 
 log = logging.getLogger("rota.executor")
 

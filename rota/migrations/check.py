@@ -15,7 +15,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from rota.shared.database import (
+from rota.core.database import (
     DatabaseError,
     SchemaNotReady,
     display_url,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Engine
 
-from rota.shared.models import metadata
+from rota.core.tables import metadata
 
 config = context.config
 engine = config.attributes.get("engine")

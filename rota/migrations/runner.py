@@ -17,8 +17,8 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
+from rota.core.database import schema_of
 from rota.migrations.check import VERSION_TABLE, current_revision, ensure_migrated
-from rota.shared.database import schema_of
 
 __all__ = [
     "VERSION_TABLE",

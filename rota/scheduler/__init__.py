@@ -83,7 +83,7 @@ Other policies
     * DST: an occurrence the rule engine marks ``skipped`` (a wall time in a
       gap under ``nonexistent: skip``) is recorded as a ``dst`` range.
 
-Apply, pause, resume (``scheduler.apply``, ``scheduler.control``)
+Apply (``scheduler.apply``); pause and resume (``rota.operations.schedules``)
     ``rota apply`` makes the table match the file in one transaction. A changed
     rule (or a revived schedule) starts from ``max(now, cursor)``: the past is
     never replayed under the new rule. A removed schedule keeps its row and its
@@ -91,4 +91,7 @@ Apply, pause, resume (``scheduler.apply``, ``scheduler.control``)
     applies the schedule's misfire policy to the occurrences that fell in the
     pause, recording skipped ones with reason ``paused`` (``catch_up`` runs
     those within its window, ``coalesce`` makes one job, ``skip`` runs none).
+
+May import: ``rota.producer``, ``rota.runtime``, ``rota.migrations`` and
+``rota.core``; never ``rota.executor`` (its sibling) or anything above.
 """

@@ -30,13 +30,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from rota.scheduler.rules import compile_rule
-from rota.scheduler.schedule_file.errors import ConfigError, Problem
-from rota.scheduler.schedule_file.loader import load_schedule_file
-from rota.shared.config.model import ScheduleFile, ScheduleSpec
-from rota.shared.events import emit
-from rota.shared.queries.job_types import load_job_types, upsert_job_types
-from rota.shared.queries.schedules import (
+from rota.core.config import ScheduleFile, ScheduleSpec
+from rota.core.queries.job_types import load_job_types, upsert_job_types
+from rota.core.queries.schedules import (
     insert_schedule,
     lock_all_schedules,
     mark_removed_if_present,
@@ -44,6 +40,10 @@ from rota.shared.queries.schedules import (
     read_clock,
     redefine_schedule,
 )
+from rota.runtime.events import emit
+from rota.scheduler.rules import compile_rule
+from rota.scheduler.schedule_file.errors import ConfigError, Problem
+from rota.scheduler.schedule_file.loader import load_schedule_file
 
 log = logging.getLogger("rota.scheduler")
 

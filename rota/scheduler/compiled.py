@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from rota.core.config import ScheduleSpec
 from rota.scheduler.misfire import OccurrenceLike
 from rota.scheduler.rules import Rule, compile_rule
-from rota.shared.config.model import ScheduleSpec
 
 DEFAULT_CAPACITY = 200_000
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from rota.shared.timefmt import occurrence_key
+from rota.core.timefmt import occurrence_key
 
 _SCALE = 2**64
 

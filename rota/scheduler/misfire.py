@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from rota.shared.config.model import MisfirePolicy, ScheduleSpec
-from rota.shared.states import SkipReason
+from rota.core.config import MisfirePolicy, ScheduleSpec
+from rota.core.states import SkipReason
 
 _TINY = timedelta(microseconds=1)
 # At most this many occurrences are walked one by one to skip them in one

@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rota.core.config import OverlapPolicy
+from rota.core.states import SkipReason
 from rota.scheduler.misfire import PlannedJob, PlannedSkip
-from rota.shared.config.model import OverlapPolicy
-from rota.shared.states import SkipReason
 
 
 @dataclass(frozen=True)

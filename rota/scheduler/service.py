@@ -12,7 +12,7 @@ earliest ``next_fire_at`` (at most ``max_sleep``) or until a NOTIFY wakes it.
 A transient database error (the server down or restarting, a lock conflict)
 is logged once per outage and retried with backoff; a permanent one (a
 read-only database, missing tables, a refused login) is logged once and stops
-the replica: ``run`` raises ``DatabaseUnusable`` (``rota.shared.outage``).
+the replica: ``run`` raises ``DatabaseUnusable`` (``rota.runtime.outage``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,16 @@ from datetime import datetime
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from rota.core.database import DatabaseError
+from rota.core.metric_deltas import MetricsRecorder
+from rota.core.queries.schedules import CursorMoved, earliest_next_fire
+from rota.core.states import WorkerKind
+from rota.runtime.events import emit
+from rota.runtime.identity import new_worker_id
+from rota.runtime.liveness import Liveness
+from rota.runtime.metrics_flush import MetricsFlusher
+from rota.runtime.outage import Outage
+from rota.runtime.registry import DEFAULT_INTERVAL_SECONDS, Registration
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.tick import (
     DEFAULT_BATCH_JOBS,
@@ -33,16 +43,6 @@ from rota.scheduler.tick import (
     materialize_batch,
 )
 from rota.scheduler.wakeup import Wakeup
-from rota.shared.database import DatabaseError
-from rota.shared.events import emit
-from rota.shared.identity import new_worker_id
-from rota.shared.liveness import Liveness
-from rota.shared.metrics import MetricsRecorder
-from rota.shared.metrics_flush import MetricsFlusher
-from rota.shared.outage import Outage
-from rota.shared.queries.schedules import CursorMoved, earliest_next_fire
-from rota.shared.registry import DEFAULT_INTERVAL_SECONDS, Registration
-from rota.shared.states import WorkerKind
 
 log = logging.getLogger("rota.scheduler")
 

@@ -28,27 +28,27 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from rota.scheduler.compiled import CompiledSchedules
-from rota.scheduler.jitter import run_after
-from rota.scheduler.misfire import Coalescing, Plan, PlannedJob, PlannedSkip, plan_due
-from rota.scheduler.overlap import decide_overlap
-from rota.shared.config.model import JobTypeSpec, OverlapPolicy, ScheduleSpec
-from rota.shared.events import emit
-from rota.shared.metrics import SCHEDULER_DELAY, MetricsRecorder
-from rota.shared.queries.job_types import load_job_types
-from rota.shared.queries.jobs_control import request_cancel
-from rota.shared.queries.jobs_insert import NewJob, insert_jobs_or_skip
-from rota.shared.queries.jobs_read import unfinished_jobs_of_schedules
-from rota.shared.queries.schedule_skips import SkipRecord, record_skips
-from rota.shared.queries.schedules import (
+from rota.core.config import JobTypeSpec, OverlapPolicy, ScheduleSpec
+from rota.core.metric_deltas import SCHEDULER_DELAY, MetricsRecorder
+from rota.core.queries.job_types import load_job_types
+from rota.core.queries.jobs_control import request_cancel
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.queries.jobs_read import unfinished_jobs_of_schedules
+from rota.core.queries.schedule_skips import SkipRecord, record_skips
+from rota.core.queries.schedules import (
     CursorAdvance,
     DueSchedule,
     advance_cursors_if_unchanged,
     load_definitions,
     lock_due_schedules,
 )
-from rota.shared.states import SkipReason
-from rota.shared.timefmt import occurrence_key, utc_key
+from rota.core.states import SkipReason
+from rota.core.timefmt import occurrence_key, utc_key
+from rota.runtime.events import emit
+from rota.scheduler.compiled import CompiledSchedules
+from rota.scheduler.jitter import run_after
+from rota.scheduler.misfire import Coalescing, Plan, PlannedJob, PlannedSkip, plan_due
+from rota.scheduler.overlap import decide_overlap
 
 log = logging.getLogger("rota.scheduler")
 

@@ -18,10 +18,10 @@ from typing import Any
 import psycopg
 from sqlalchemy import Engine
 
-from rota.shared.database import libpq_dsn, listen_channel, short_error
-from rota.shared.events import emit
-from rota.shared.outage import Outage
-from rota.shared.queries.schedules import NOTIFY_CHANNEL
+from rota.core.database import libpq_dsn, listen_channel, short_error
+from rota.core.queries.schedules import NOTIFY_CHANNEL
+from rota.runtime.events import emit
+from rota.runtime.outage import Outage
 
 log = logging.getLogger("rota.scheduler")
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from rota.cli import bounds
 from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
-from rota.scheduler.control import (
+from rota.core.timefmt import parse_instant, utc_key
+from rota.operations.schedules import (
     BACKFILL_LIMIT,
     BackfillCount,
     BackfillRefused,
@@ -16,7 +17,6 @@ from rota.scheduler.control import (
     backfill,
     count_backfill,
 )
-from rota.shared.timefmt import parse_instant, utc_key
 
 
 def register(subparsers: Any) -> None:

@@ -19,9 +19,9 @@ from typing import Any
 
 from rota.cli.bulk import add_single_and_bulk_options, check_form, run_bulk
 from rota.cli.common import EXIT_OK, UserError, open_database, operator_note
-from rota.shared.operator import bulk_cancel, cancel_job, cancel_states
-from rota.shared.queries.job_ids import JobRefError
-from rota.shared.states import JobState
+from rota.core.queries.job_ids import JobRefError
+from rota.core.states import JobState
+from rota.operations.jobs import bulk_cancel, cancel_job, cancel_states
 
 
 def register(subparsers: Any) -> None:

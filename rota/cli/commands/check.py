@@ -14,9 +14,9 @@ import sys
 from typing import Any
 
 from rota.cli.common import EXIT_BAD_INPUT, EXIT_OK, add_db_option
+from rota.core.config import ScheduleFile
 from rota.scheduler.schedule_file.errors import ConfigError, Problem
 from rota.scheduler.schedule_file.loader import load_schedule_file
-from rota.shared.config.model import ScheduleFile
 
 
 def register(subparsers: Any) -> None:

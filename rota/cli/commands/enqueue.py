@@ -17,8 +17,8 @@ from rota.cli.common import (
     add_db_option,
     open_database,
 )
-from rota.shared.enqueue import QueueFull, UnknownJobType, enqueue
-from rota.shared.timefmt import parse_instant
+from rota.core.timefmt import parse_instant
+from rota.producer.enqueue import QueueFull, UnknownJobType, enqueue
 
 
 def register(subparsers: Any) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 
 from rota.cli.common import UserError, add_db_option, open_database
 from rota.cli.status import action_json, attempt_json, job_detail, job_json
-from rota.shared.queries.job_ids import JobRefError, resolve_job_id
-from rota.shared.queries.jobs_read import database_now, get_attempts, get_job
-from rota.shared.queries.operator_actions import actions_of_job
+from rota.core.queries.job_ids import JobRefError, resolve_job_id
+from rota.core.queries.jobs_read import database_now, get_attempts, get_job
+from rota.core.queries.operator_actions import actions_of_job
 
 
 def register(subparsers: Any) -> None:

@@ -15,7 +15,7 @@ from rota.cli import bounds
 from rota.cli.common import add_db_option, open_database
 from rota.cli.filters import add_filter_options, job_filter
 from rota.cli.status import job_json, jobs_table
-from rota.shared.queries.jobs_read import database_now, list_jobs
+from rota.core.queries.jobs_read import database_now, list_jobs
 
 TABLE_LIMIT = 100
 MAX_LIMIT = bounds.JOBS_LIMIT.high

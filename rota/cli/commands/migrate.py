@@ -6,9 +6,9 @@ import argparse
 from typing import Any
 
 from rota.cli.common import UserError, add_db_option, open_database
+from rota.core.database import display_url, schema_of
 from rota.migrations.check import migration_refusal
 from rota.migrations.runner import current_revision, head_revision, upgrade
-from rota.shared.database import display_url, schema_of
 
 
 def register(subparsers: Any) -> None:

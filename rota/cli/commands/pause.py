@@ -19,7 +19,7 @@ from rota.cli.common import (
     open_database,
     operator_note,
 )
-from rota.scheduler.control import UnknownSchedule, pause
+from rota.operations.schedules import UnknownSchedule, pause
 
 
 def register(subparsers: Any) -> None:

@@ -34,13 +34,13 @@ from rota.cli.common import (
     checked_arg,
     open_database,
 )
+from rota.core.config import ScheduleSpec
+from rota.core.queries.schedules import get_schedule, read_clock, schedule_names
+from rota.core.timefmt import parse_instant, utc_key
 from rota.scheduler.rules import Occurrence, compile_rule, effective_dst, is_fixed_time
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.fields import close_match
 from rota.scheduler.schedule_file.loader import load_schedule_file
-from rota.shared.config.model import ScheduleSpec
-from rota.shared.queries.schedules import get_schedule, read_clock, schedule_names
-from rota.shared.timefmt import parse_instant, utc_key
 
 DEFAULT_COUNT = 10
 MAX_COUNT = bounds.PREVIEW_COUNT.high
@@ -123,7 +123,7 @@ def _applied(
     with open_database(args) as engine, engine.connect() as conn:
         row = get_schedule(conn, name)
         if row is None:
-            from rota.scheduler.control import UnknownSchedule  # only on this error path
+            from rota.operations.schedules import UnknownSchedule  # only on this error path
 
             hint = (
                 f"; to preview from a file, give it and a NAME: `rota preview {name} NAME`"

@@ -20,17 +20,17 @@ from typing import Any
 from sqlalchemy import Engine
 
 from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
-from rota.shared.durations import DurationError, format_duration, parse_duration
-from rota.shared.queries.job_types import load_job_types
-from rota.shared.queries.jobs_prune import (
+from rota.core.durations import DurationError, format_duration, parse_duration
+from rota.core.queries.job_types import load_job_types
+from rota.core.queries.jobs_prune import (
     PRUNE_BATCH,
     PruneRule,
     count_prunable,
     fold_old_skips,
     prune_finished_batch,
 )
-from rota.shared.retention import SKIP_LEDGER_RETAIN, prune_rules
-from rota.shared.states import TERMINAL
+from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
+from rota.core.states import TERMINAL
 
 
 def register(subparsers: Any) -> None:

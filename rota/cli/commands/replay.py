@@ -17,8 +17,8 @@ from typing import Any
 
 from rota.cli.bulk import add_single_and_bulk_options, check_form, run_bulk
 from rota.cli.common import EXIT_OK, UserError, open_database, operator_note
-from rota.shared.operator import bulk_replay, replay_job, replay_states
-from rota.shared.queries.job_ids import JobRefError
+from rota.core.queries.job_ids import JobRefError
+from rota.operations.jobs import bulk_replay, replay_job, replay_states
 
 
 def register(subparsers: Any) -> None:

@@ -19,7 +19,7 @@ from rota.cli.common import (
     open_database,
     operator_note,
 )
-from rota.scheduler.control import UnknownSchedule, resume
+from rota.operations.schedules import UnknownSchedule, resume
 
 
 def register(subparsers: Any) -> None:

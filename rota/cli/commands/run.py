@@ -34,13 +34,13 @@ from rota.cli.common import (
     open_database,
     report_applied,
 )
+from rota.core.queries.job_types import load_job_types
 from rota.executor.service import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, Executor
 from rota.migrations.runner import upgrade
+from rota.runtime.events import emit
+from rota.runtime.outage import DatabaseUnusable, Outage
 from rota.scheduler.apply import apply_file
 from rota.scheduler.service import SchedulerService
-from rota.shared.events import emit
-from rota.shared.outage import DatabaseUnusable, Outage
-from rota.shared.queries.job_types import load_job_types
 
 DEFAULT_CONFIG = "schedules.yaml"
 log = logging.getLogger("rota.run")

@@ -17,12 +17,12 @@ from sqlalchemy import RowMapping
 
 from rota.cli.common import EXIT_OK, add_config_option, add_db_option, open_database
 from rota.cli.status import action_json, action_line
-from rota.shared.config.model import ScheduleSpec
-from rota.shared.queries.operator_actions import latest_schedule_actions
-from rota.shared.queries.schedule_skips import latest_by_reason, totals_by_reason
-from rota.shared.queries.schedules import list_schedules
-from rota.shared.states import SkipReason
-from rota.shared.timefmt import utc_key
+from rota.core.config import ScheduleSpec
+from rota.core.queries.operator_actions import latest_schedule_actions
+from rota.core.queries.schedule_skips import latest_by_reason, totals_by_reason
+from rota.core.queries.schedules import list_schedules
+from rota.core.states import SkipReason
+from rota.core.timefmt import utc_key
 
 
 def register(subparsers: Any) -> None:

@@ -25,7 +25,7 @@ from rota.cli.common import (
     install_stop_handlers,
     open_database,
 )
-from rota.shared.events import emit
+from rota.runtime.events import emit
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
-from rota.scheduler.control import ScheduleRemoved, UnknownSchedule, trigger
+from rota.operations.schedules import ScheduleRemoved, UnknownSchedule, trigger
 
 
 def register(subparsers: Any) -> None:

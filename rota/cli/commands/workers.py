@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from rota.cli.common import EXIT_OK, add_db_option, open_database
-from rota.shared.queries.workers import WorkerRow, list_workers
+from rota.core.queries.workers import WorkerRow, list_workers
 
 
 def register(subparsers: Any) -> None:

@@ -35,7 +35,7 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("interval_seconds", sa.Float(), nullable=False),
-        # The kinds of rota.shared.states.WorkerKind, as they were at this revision.
+        # The kinds of rota.core.states.WorkerKind, as they were at this revision.
         sa.CheckConstraint("kind IN ('executor', 'scheduler')", name=op.f("ck_workers_kind_known")),
         sa.CheckConstraint("interval_seconds > 0", name=op.f("ck_workers_interval_positive")),
         sa.PrimaryKeyConstraint("worker_id", name=op.f("pk_workers")),

@@ -18,9 +18,9 @@ from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from rota.core.timefmt import as_utc
 from rota.scheduler.rules.occurrence import Occurrence
 from rota.scheduler.rules.walltime import Candidate, WallPolicy, merge, resolve_wall
-from rota.shared.timefmt import as_utc
 
 # Give up looking for the next occurrence this far past `after` (in wall time):
 # a rule whose every wall time is excluded or falls in a gap is exhausted.

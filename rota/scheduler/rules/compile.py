@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from rota.core.config import UNIX_EPOCH, ScheduleSpec
 from rota.scheduler.rules.calendar import SEARCH_HORIZON, CalendarRule, WallSource
 from rota.scheduler.rules.cron import CronWalls, parse_cron
 from rota.scheduler.rules.every import EveryRule
@@ -16,7 +17,6 @@ from rota.scheduler.rules.recurrence import (
     parse_rrule,
 )
 from rota.scheduler.rules.zones import load_zone
-from rota.shared.config.model import UNIX_EPOCH, ScheduleSpec
 
 _TINY = timedelta(microseconds=1)
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from rota.core.config import UNIX_EPOCH
+from rota.core.durations import format_duration
+from rota.core.timefmt import as_utc
 from rota.scheduler.rules.occurrence import Occurrence, RuleError
-from rota.shared.config.model import UNIX_EPOCH
-from rota.shared.durations import format_duration
-from rota.shared.timefmt import as_utc
 
 _ONE_SECOND = timedelta(seconds=1)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from rota.core.timefmt import as_utc
 from rota.scheduler.rules.occurrence import Occurrence, Rule
-from rota.shared.timefmt import as_utc
 
 _TICK = timedelta(microseconds=1)
 

@@ -19,10 +19,10 @@ occurrence. ``every:`` rules are pure UTC arithmetic and have no DST policy.
 
 from __future__ import annotations
 
+from rota.core.config import Ambiguous, DstPolicy, Nonexistent, ScheduleSpec
 from rota.scheduler.rules.cron import parse_cron
 from rota.scheduler.rules.recurrence import parse_rrule
 from rota.scheduler.rules.walltime import WallPolicy
-from rota.shared.config.model import Ambiguous, DstPolicy, Nonexistent, ScheduleSpec
 
 FIXED_TIME_DEFAULT = DstPolicy(nonexistent=Nonexistent.SHIFT, ambiguous=Ambiguous.FIRST)
 REAL_TIME_DEFAULT = DstPolicy(nonexistent=Nonexistent.SKIP, ambiguous=Ambiguous.BOTH)

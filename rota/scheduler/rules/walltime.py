@@ -38,8 +38,8 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from zoneinfo import ZoneInfo
 
+from rota.core.config import Ambiguous, Nonexistent
 from rota.scheduler.rules.occurrence import Occurrence
-from rota.shared.config.model import Ambiguous, Nonexistent
 
 # Notes list every wall time up to this many; beyond, the first and the last.
 _NOTE_LIST_LIMIT = 5

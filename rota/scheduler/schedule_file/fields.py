@@ -18,20 +18,20 @@ from typing import Any, TypeVar
 
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from rota.scheduler.rules.occurrence import RuleError
-from rota.scheduler.rules.zones import load_zone
-from rota.scheduler.schedule_file import yaml_tree
-from rota.scheduler.schedule_file.yaml_tree import Report, entries, is_null
-from rota.shared.config.model import MAX_COMMAND_ITEMS, MAX_EXCLUDE_DATES, RETAIN_FOREVER
-from rota.shared.durations import (
+from rota.core.config import MAX_COMMAND_ITEMS, MAX_EXCLUDE_DATES, RETAIN_FOREVER
+from rota.core.durations import (
     MAX_DURATION,
     DurationError,
     DurationTooLong,
     format_duration,
     parse_duration,
 )
-from rota.shared.timefmt import parse_instant
-from rota.shared.values import check_args, check_text
+from rota.core.storable import check_args, check_text
+from rota.core.timefmt import parse_instant
+from rota.scheduler.rules.occurrence import RuleError
+from rota.scheduler.rules.zones import load_zone
+from rota.scheduler.schedule_file import yaml_tree
+from rota.scheduler.schedule_file.yaml_tree import Report, entries, is_null
 
 E = TypeVar("E", bound=StrEnum)
 

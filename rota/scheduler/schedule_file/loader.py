@@ -44,13 +44,7 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node
 
-from rota.scheduler.rules import RuleError, is_fixed_time, verify_rule
-from rota.scheduler.rules.policy import default_dst
-from rota.scheduler.schedule_file import fields
-from rota.scheduler.schedule_file.errors import ConfigError, Problem
-from rota.scheduler.schedule_file.fields import AlreadyReported, FieldError
-from rota.scheduler.schedule_file.yaml_tree import Entry, Report, compose, entries, is_null
-from rota.shared.config.model import (
+from rota.core.config import (
     MAX_ATTEMPTS_MAX,
     MAX_BACKOFF,
     MAX_CATCH_UP_WINDOW,
@@ -73,6 +67,12 @@ from rota.shared.config.model import (
     ScheduleFile,
     ScheduleSpec,
 )
+from rota.scheduler.rules import RuleError, is_fixed_time, verify_rule
+from rota.scheduler.rules.policy import default_dst
+from rota.scheduler.schedule_file import fields
+from rota.scheduler.schedule_file.errors import ConfigError, Problem
+from rota.scheduler.schedule_file.fields import AlreadyReported, FieldError
+from rota.scheduler.schedule_file.yaml_tree import Entry, Report, compose, entries, is_null
 
 Parser = Callable[[Node, Report, str], Any]
 

@@ -1,0 +1,84 @@
+"""Statements on ``job_types``: what ``rota apply`` stores and executors read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, delete, select, update
+
+from rota.core.config import JobTypeSpec
+from rota.core.queries.sqlparams import in_schema, is_pg, qualified
+from rota.core.sqltime import db_now
+from rota.core.tables import job_types
+
+
+def load_job_types(conn: Connection) -> dict[str, JobTypeSpec]:
+    rows = conn.execute(select(job_types.c.definition)).scalars()
+    specs = (JobTypeSpec.from_json(d) for d in rows)
+    return {s.name: s for s in specs}
+
+
+def get_job_type(conn: Connection, name: str) -> JobTypeSpec | None:
+    return get_job_types(conn, [name]).get(name)
+
+
+def get_job_types(
+    conn: Connection, names: Iterable[str], *, schema: str | None = None
+) -> dict[str, JobTypeSpec]:
+    """The stored job types among ``names`` (one statement); missing names are left out.
+
+    Every ``enqueue_many`` batch reads its job types: on PostgreSQL the
+    statement is plain driver SQL (a Core select cost five times the round trip).
+    """
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    if is_pg(conn):
+        rows: Iterable[Any] = conn.exec_driver_sql(_pg_get(schema), {"names": wanted}).scalars()
+    else:
+        rows = conn.execute(
+            select(job_types.c.definition).where(job_types.c.name.in_(wanted)),
+            execution_options=in_schema(schema),
+        ).scalars()
+    specs = (JobTypeSpec.from_json(d) for d in rows)
+    return {s.name: s for s in specs}
+
+
+@cache
+def _pg_get(schema: str | None) -> str:
+    return (
+        f"SELECT definition FROM {qualified('job_types', schema)} "
+        "WHERE name = ANY(%(names)s::text[])"
+    )
+
+
+def upsert_job_types(conn: Connection, specs: Iterable[JobTypeSpec]) -> dict[str, str]:
+    """Make the stored job types include ``specs``; returns {name: "added" | "changed"}.
+
+    Job types that the file no longer declares are kept: pending jobs of that
+    type still need to know how they run.
+    """
+    current = load_job_types(conn)
+    changes: dict[str, str] = {}
+    for spec in specs:
+        old = current.get(spec.name)
+        if old == spec:
+            continue
+        values: Mapping[str, object] = {
+            "pool": spec.pool,
+            "definition": spec.to_json(),
+            "updated_at": db_now(),
+        }
+        if old is None:
+            conn.execute(job_types.insert().values(name=spec.name, **values))
+            changes[spec.name] = "added"
+        else:
+            conn.execute(update(job_types).where(job_types.c.name == spec.name).values(**values))
+            changes[spec.name] = "changed"
+    return changes
+
+
+def delete_job_type(conn: Connection, name: str) -> None:
+    conn.execute(delete(job_types).where(job_types.c.name == name))

@@ -1,0 +1,216 @@
+"""Read-only statements on ``jobs`` and ``job_attempts``: status commands, the overlap check."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    RowMapping,
+    func,
+    literal,
+    select,
+    text,
+    tuple_,
+    union_all,
+)
+
+from rota.core.queries.index_hints import broad, indexed_by, selective
+from rota.core.sqltime import db_now
+from rota.core.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
+from rota.core.tables import job_attempts, jobs
+
+
+def database_now(conn: Connection) -> datetime:
+    value = conn.execute(select(db_now())).scalar_one()
+    assert isinstance(value, datetime)
+    return value
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs: each non-empty field narrows (any of its values); empty means all."""
+
+    states: tuple[str, ...] = ()
+    job_types: tuple[str, ...] = ()
+    schedules: tuple[str, ...] = ()
+    created_since: datetime | None = None  # created at or after
+
+    def clauses(self) -> list[ColumnElement[bool]]:
+        out: list[ColumnElement[bool]] = []
+        for column, values in (
+            (jobs.c.state, self.states),
+            (jobs.c.job_type, self.job_types),
+            (jobs.c.schedule_name, self.schedules),
+        ):
+            if len(values) == 1:
+                out.append(column == values[0])
+            elif values:
+                out.append(column.in_(values))
+        if self.created_since is not None:
+            out.append(jobs.c.created_at >= self.created_since)
+        return out
+
+
+@dataclass(frozen=True)
+class Keyset:
+    """Where a page ends: its last row. The next page starts strictly after it."""
+
+    created_at: datetime
+    job_id: uuid.UUID
+
+
+# Each state's rows in created_at order: finished ones in ix_jobs_history,
+# unfinished ones in ix_jobs_unfinished_created. A part's WHERE repeats the
+# index's own predicate so SQLite (which matches it textually) can use the
+# index, and ``indexed_by`` makes it, whatever statistics the file holds.
+_STATE_GROUPS = (
+    (TERMINAL, TERMINAL_SQL, "ix_jobs_history"),
+    (UNFINISHED, UNFINISHED_SQL, "ix_jobs_unfinished_created"),
+)
+
+
+def newest_jobs(
+    conn: Connection, where: JobFilter, *, limit: int | None, after: Keyset | None = None
+) -> Sequence[RowMapping]:
+    """Jobs matching ``where``, newest first by (created_at, job_id), after ``after``.
+
+    Read as one part per state wanted, each the first ``limit`` rows of its
+    state's range of an index on (state, created_at, job_id), then merged: the cost
+    follows ``limit`` and the number of states, not the size of the history
+    or the depth of the queue (``limit`` None: every match). The keyset
+    bounds each range: a page deep in the history costs what the first does.
+    """
+    wanted = set(where.states or (*TERMINAL, *UNFINISHED))
+    narrowed = replace(where, states=()).clauses()
+    if after is not None:
+        narrowed += [
+            # typed as the columns: a keyset in another time zone is compared in UTC
+            tuple_(jobs.c.created_at, jobs.c.job_id)
+            < tuple_(
+                literal(after.created_at, jobs.c.created_at.type),
+                literal(after.job_id, jobs.c.job_id.type),
+            ),
+        ]
+    order = (jobs.c.created_at.desc(), jobs.c.job_id.desc())
+    parts = [
+        indexed_by(
+            select(jobs)
+            .where(
+                broad(text(f"jobs.state IN {group_sql}")),
+                selective(jobs.c.state == state),
+                *narrowed,
+            )
+            .order_by(*order)
+            .limit(limit),
+            jobs,
+            index,
+        )
+        for group, group_sql, index in _STATE_GROUPS
+        for state in group
+        if state in wanted
+    ]
+    if not parts:
+        return []
+    if len(parts) == 1:
+        return conn.execute(parts[0]).mappings().all()
+    merged = union_all(*(p.subquery().select() for p in parts)).subquery()
+    stmt = select(merged).order_by(merged.c.created_at.desc(), merged.c.job_id.desc())
+    return conn.execute(stmt.limit(limit)).mappings().all()
+
+
+def recent_failed(conn: Connection, limit: int) -> Sequence[RowMapping]:
+    """The last ``limit`` jobs to fail, newest first (the dashboard's list).
+
+    The end of ``ix_jobs_failed_recent`` (finished_at, job_id; FAILED rows only):
+    the cost follows ``limit``, not the number of failed jobs kept (30 days of
+    them by default) nor how many job types they are of.
+    """
+    stmt = indexed_by(
+        select(jobs)
+        .where(text("jobs.state = 'FAILED'"))  # the index's predicate, as SQLite matches it
+        .order_by(jobs.c.finished_at.desc(), jobs.c.job_id.desc())
+        .limit(limit),
+        jobs,
+        "ix_jobs_failed_recent",
+    )
+    return conn.execute(stmt).mappings().all()
+
+
+def list_jobs(
+    conn: Connection,
+    *,
+    state: str | None = None,
+    schedule: str | None = None,
+    where: JobFilter | None = None,
+    limit: int | None = 100,
+) -> Sequence[RowMapping]:
+    """The newest ``limit`` jobs (None: all) matching ``where`` (and ``state``, ``schedule``)."""
+    where = where or JobFilter()
+    states = set(where.states or (*TERMINAL, *UNFINISHED))
+    if state is not None:
+        states &= {state}
+    ordered = tuple(s for s in (*TERMINAL, *UNFINISHED) if s in states)
+    if not ordered:  # no known state wanted: none, not all
+        return []
+    schedules = where.schedules if schedule is None else (schedule,)
+    return newest_jobs(conn, replace(where, states=ordered, schedules=schedules), limit=limit)
+
+
+def count_by_state(conn: Connection, where: JobFilter) -> dict[str, int]:
+    """{state: how many jobs match ``where``} (states with none are left out)."""
+    rows = conn.execute(
+        select(jobs.c.state, func.count()).where(*where.clauses()).group_by(jobs.c.state)
+    ).all()
+    return {state: int(n) for state, n in rows}
+
+
+def job_ids_after(
+    conn: Connection, where: JobFilter, after: uuid.UUID | None, limit: int
+) -> list[uuid.UUID]:
+    """The next ``limit`` ids matching ``where``, in id order after ``after`` (keyset paging).
+
+    Bulk operations walk the matches with this, one bounded batch at a time,
+    along the primary key: every batch starts where the last one ended.
+    """
+    stmt = select(jobs.c.job_id).where(*where.clauses())
+    if after is not None:
+        stmt = stmt.where(jobs.c.job_id > after)
+    return list(conn.execute(stmt.order_by(jobs.c.job_id).limit(limit)).scalars())
+
+
+def get_job(conn: Connection, job_id: uuid.UUID) -> RowMapping | None:
+    return conn.execute(select(jobs).where(jobs.c.job_id == job_id)).mappings().first()
+
+
+def get_attempts(conn: Connection, job_id: uuid.UUID) -> Sequence[RowMapping]:
+    return (
+        conn.execute(
+            select(job_attempts)
+            .where(job_attempts.c.job_id == job_id)
+            .order_by(job_attempts.c.lease_generation)
+        )
+        .mappings()
+        .all()
+    )
+
+
+def unfinished_jobs_of_schedules(
+    conn: Connection, names: Sequence[str]
+) -> dict[str, list[uuid.UUID]]:
+    """The job ids of each schedule's runs that are not in a terminal state."""
+    if not names:
+        return {}
+    rows = conn.execute(
+        select(jobs.c.schedule_name, jobs.c.job_id).where(
+            jobs.c.schedule_name.in_(names), jobs.c.state.in_(UNFINISHED)
+        )
+    ).all()
+    out: dict[str, list[uuid.UUID]] = {}
+    for name, job_id in rows:
+        out.setdefault(name, []).append(job_id)
+    return out

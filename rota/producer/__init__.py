@@ -1,0 +1,10 @@
+"""The producer API: create jobs inside the caller's own transaction.
+
+``enqueue`` and ``enqueue_many`` (re-exported as ``rota.enqueue``), and the
+backpressure that refuses a submission past a job type's limits
+(``backpressure``). The CLI's ``rota enqueue`` and the API's ``POST /jobs`` go
+through here, so every entry point validates, deduplicates and sheds alike.
+
+May import: ``rota.core`` (and ``rota.migrations``); never ``rota.runtime``,
+the scheduler, the executor or anything above them.
+"""
