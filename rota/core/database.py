@@ -15,8 +15,8 @@ Every statement names its tables unqualified, so tables, indexes, sequences,
 the trigger function and Alembic's version table all live in ``x``, and two
 installations in one database never see each other's rows. The NOTIFY
 channels carry the schema in their names (``channel``). Without a schema the
-server's ``search_path`` applies, as before. SQLite has no schemas: a schema
-there is refused.
+server's ``search_path`` applies. SQLite has no schemas: a schema there is
+refused.
 
 Several hosts (PostgreSQL failover). libpq tries the hosts of a multi-host
 URL in order and, with ``target_session_attrs=read-write``, keeps the one that

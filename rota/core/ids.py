@@ -3,10 +3,10 @@
 A random (version 4) id sends every new row, its attempt rows and every
 lookup by id to a random leaf page of the primary-key index. Once the jobs
 table outgrows the database's cache (ten million finished jobs), each of
-those is a disk read: enqueue, claim and scheduler materialisation slowed to
-a third at 10 million rows. A purely time-ordered id (version 7) fixes that,
-but jobs made in the same minute then share their first eight hex digits,
-and operators type those eight digits (``rota job 3f2a9c1e``).
+those is a disk read: enqueue, claim and scheduler materialisation run at a
+third of their speed at 10 million rows. A purely time-ordered id (version 7)
+avoids that, but jobs made in the same minute then share their first eight hex
+digits, and operators type those eight digits (``rota job 3f2a9c1e``).
 
 So the layout (an RFC 9562 version 8 UUID, the version for custom layouts):
 
@@ -19,7 +19,7 @@ bits       meaning
 =========  ======================================================
 
 In each lane ids grow with time, so new rows go to at most 256 insertion
-points (a few MB of index pages, always cached) instead of anywhere. The first eight
+points (a few MB of index pages, always cached), not anywhere. The first eight
 hex digits are the lane and the millisecond: a process gives each id a slot
 of its own (``JobIds``), so two jobs share them only when made by separate
 processes in the same millisecond and lane, or 4.66 hours apart (the wrap)

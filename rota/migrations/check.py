@@ -4,7 +4,7 @@
 this rota (run `rota migrate`) or newer (upgrade rota). It compares the
 database's ``alembic_version`` row with ``HEAD``, the newest revision in
 ``versions/``: importing Alembic (and the Mako
-templates it loads) and reading every migration script to find the head took
+templates it loads) and reading every migration script to find the head takes
 a fifth of a second of every `rota` process's start, an executor's included.
 ``tests/test_migrations.py`` checks ``HEAD`` against Alembic's own head, so a
 new migration cannot be added without it.

@@ -11,13 +11,13 @@ cannot either. Zero rows matched is the caller's ``LeaseLost``.
 On PostgreSQL the batch is a ``MATERIALIZED`` CTE that carries the owner
 too (``b.owner``), and the fence compares the row with the batch only: every
 test is then a join condition and none a filter on ``jobs`` alone, so no
-statistics can make the planner believe only a few rows qualify. Written
-with filters on ``jobs`` (``lease_owner = :owner``, ``state IN ...``), a
-planner whose statistics were taken while few leases were held scanned every
-lease of the owner and compared each with every batch row: 500 outcomes
-against 6,000 held leases took 1.5 s instead of 16 ms, outcomes piled up
-behind it, more leases stayed held, and the executors collapsed to a third of
-their rate. The state test compares with the batch too (``b.leased``, always
+statistics can make the planner believe only a few rows qualify. With
+filters on ``jobs`` (``lease_owner = :owner``, ``state IN ...``), a planner
+whose statistics were taken while few leases were held scans every lease of
+the owner and compares each with every batch row: 500 outcomes against 6,000
+held leases take 1.5 s that way and 16 ms as a join, so outcomes pile up
+behind it, more leases stay held, and the executors fall to a third of their
+rate. The state test compares with the batch too (``b.leased``, always
 true): the same fence, in a form no filter on ``jobs`` can be made of.
 
 Renewals add ``lease_expires_at > now`` (a heartbeat never revives an expired

@@ -4,11 +4,12 @@ SQLite's planner goes by its own estimates until someone runs ``ANALYZE`` (or
 ``PRAGMA optimize``) on the file, then by the statistics that leaves. For a
 listing that reads the end of one index's range, those statistics can turn
 the plan into reading every row of a state and sorting them: with
-``ix_jobs_failed_recent``'s row in ``sqlite_stat1``, SQLite 3.40 read each
-finished state of ``rota jobs`` through ``ix_jobs_finished`` and sorted it.
+``ix_jobs_failed_recent``'s row in ``sqlite_stat1``, SQLite 3.40 reads each
+finished state of ``rota jobs`` through ``ix_jobs_finished`` and sorts it.
 ``indexed_by`` pins the index on SQLite; PostgreSQL, whose statistics
-autovacuum keeps, plans as before. If the index cannot answer the statement,
-SQLite refuses it ("no query solution") rather than reading the table.
+autovacuum keeps, gets no hint and plans on its own. If the index cannot
+answer the statement, SQLite refuses it ("no query solution") rather than
+reading the table.
 
 SQLAlchemy's ``Select.with_hint`` carries the hint, but its SQLite compiler
 renders no FROM hints: the ``Table`` compilation below adds it after the
@@ -18,11 +19,11 @@ The index pinned, SQLite still picks which term bounds its range. A listing
 part says ``state IN (...)`` (the partial index's predicate, which SQLite must
 see to use the index) and ``state = ?``; if SQLite takes the IN, whose several
 ranges are not in the listing's order, it reads and sorts the whole state.
-Which term it took followed the statistics, and no plain form held in every
+Which term it takes follows the statistics, and no plain form holds in every
 case (SQLite 3.40, measured in ``tests/test_listing_plans.py``):
 
-* bare terms: right without statistics, wrong once ``ANALYZE`` saw a single
-  state in the index (no job failed yet): both terms then look alike;
+* bare terms: right without statistics, wrong once ``ANALYZE`` has seen a
+  single state in the index (no job failed yet): both terms then look alike;
 * ``unlikely(state = ?)`` alone: right with those statistics, wrong without any
   (every installation that never ran ``ANALYZE``);
 * ``likely(state IN (...)) AND unlikely(state = ?)``: right in all of them.
@@ -47,7 +48,7 @@ S = TypeVar("S", bound=Select[Any])
 
 
 def indexed_by(stmt: S, table: Table, index: str) -> S:
-    """``stmt`` reading ``table`` through ``index`` on SQLite (unchanged on PostgreSQL)."""
+    """``stmt`` reading ``table`` through ``index`` on SQLite (no hint on PostgreSQL)."""
     if index not in {i.name for i in table.indexes}:
         raise ValueError(f"{table.name} has no index {index!r}")
     if table not in stmt.get_final_froms():  # an alias of it would be read without the hint

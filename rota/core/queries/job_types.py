@@ -30,7 +30,7 @@ def get_job_types(
     """The stored job types among ``names`` (one statement); missing names are left out.
 
     Every ``enqueue_many`` batch reads its job types: on PostgreSQL the
-    statement is plain driver SQL (a Core select cost five times the round trip).
+    statement is plain driver SQL (a Core select costs five times the round trip).
     """
     wanted = sorted(set(names))
     if not wanted:

@@ -220,8 +220,8 @@ def insert_keyless_jobs_pipelined(
     ``batches`` is lazy: the producer checks a batch's values as it is
     iterated. In PostgreSQL's pipeline mode a batch's INSERT goes out at once
     and the database inserts it while Python checks and encodes the next
-    (a producer's Python and the database's work on the rows were each about
-    half of ``enqueue_many``'s time; in turn they took the sum, side by side
+    (a producer's Python and the database's work on the rows are each about
+    half of ``enqueue_many``'s time: in turn they take the sum, side by side
     the larger). The results are read once, at the end.
 
     No key, no conflict: every row is inserted or the statement fails. If

@@ -2,9 +2,8 @@
 
 Two rota installations may share one PostgreSQL database in two schemas
 (``rota --schema NAME``). NOTIFY channels are per database, not per schema, so
-the insert trigger now names its channel after the schema of the table it
-fires on: ``rota_jobs`` in ``public`` (as before), ``rota_jobs_<schema>``
-elsewhere. ``rota.core.database.channel`` computes the same name for the
+the insert trigger names its channel after the schema of the table it fires
+on: ``rota_jobs`` in ``public``, ``rota_jobs_<schema>`` elsewhere. ``rota.core.database.channel`` computes the same name for the
 listeners and for the NOTIFYs sent from Python.
 
 Revision ID: 0004

@@ -4,16 +4,16 @@
   only (new): the counterpart of ``ix_jobs_history`` for the jobs still
   queued, waiting to retry or running. ``rota jobs`` and ``GET /jobs`` read the
   newest jobs of each state from the end of its range, so a page costs its own
-  rows, whatever the depth of the queue or the size of the history. (Before,
-  the listing read every unfinished job to sort them, or the whole table.)
+  rows, whatever the depth of the queue or the size of the history (without
+  it, the listing reads every unfinished job to sort them, or the whole table).
   One more index entry when a job is inserted and when it is claimed; none
   when it finishes.
 * ``ix_jobs_history`` gains ``job_id``: jobs inserted in one transaction share
-  their ``created_at``, and a page (or the next one, after its keyset) that
-  falls in such a group read and sorted the whole group.
+  their ``created_at``, and without ``job_id`` a page (or the next one, after
+  its keyset) that falls in such a group reads and sorts the whole group.
 * ``ix_jobs_failed_recent`` (finished_at, job_id), FAILED rows only (new):
-  the dashboard's last failures are the end of it (before, every FAILED job
-  kept was read and sorted on each refresh). A job enters it once, when it
+  the dashboard's last failures are the end of it (without it, every FAILED
+  job kept is read and sorted on each refresh). A job enters it once, when it
   fails. ``ix_jobs_failed`` stays narrow: the FAILED gauge counts all of it.
 
 Revision ID: 0010

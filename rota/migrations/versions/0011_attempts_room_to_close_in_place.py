@@ -4,9 +4,9 @@ An attempt row is written when its job is claimed and rewritten once, when
 the attempt ends (``ended_at``, ``outcome``). PostgreSQL writes that new
 version on the same page, without touching any index (a heap-only tuple),
 only when the page has room for it. Filled to the brim by the claims'
-inserts, most pages had none: two of three closings wrote their version to
+inserts, most pages have none: two of three closings write their version to
 another page, found through the free space map anywhere in the table, and
-added entries to both indexes. Once the table outgrows the cache, each of
+add entries to both indexes. Once the table outgrows the cache, each of
 those is a page read from disk. With the pages filled half by inserts, nine
 closings in ten stay on their page, whose dead version the next visit
 prunes.

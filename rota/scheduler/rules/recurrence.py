@@ -34,8 +34,8 @@ metered (``_Meter``): the days dateutil scans (a year's period counts its
 days) and its sub-daily steps are counted, scanning past the horizon ends the
 search (nothing there), and more than ``MAX_STEPS`` raises ``RuleTooCostly``.
 The meter hooks dateutil's per-period helper (``dateutil.rrule._iterinfo``)
-and its sub-daily stepper; it only counts for rules built here, every other
-rrule in the process runs as before.
+and its sub-daily stepper; it counts only for rules built here, and no other
+rrule in the process is metered.
 """
 
 from __future__ import annotations
