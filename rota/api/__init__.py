@@ -9,8 +9,9 @@ The app holds no state of its own: every answer comes from the database, so
 any number of ``rota serve`` processes can run side by side and agree. Jobs
 are created through the public producer API (``rota.producer.enqueue``), so the
 API validates values, deduplicates and applies backpressure exactly like
-``rota.enqueue`` and ``rota enqueue``; operator actions reuse the statements of
-the CLI (``jobs_control``, ``scheduler.control``).
+``rota.enqueue`` and ``rota enqueue``; operator actions go through
+``rota.operations``, the service the CLI calls, so each records its actor and
+logs its event the same way from every entry point.
 
 Modules: ``app`` (assembly, health), ``auth`` (the bearer token),
 ``problems`` (RFC 9457 errors), ``jobs`` and ``schedules`` (the routes),

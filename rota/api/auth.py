@@ -8,6 +8,11 @@ accepting HTML) gets the same 401 whose body is the dashboard's page, which
 asks for the token and sends it as that header with each of its requests (the
 page holds no data of its own). Not set: ``rota serve`` binds loopback
 addresses only (``rota.api.server``).
+
+The identity a request proved is its actor: ``default`` for ``ROTA_API_TOKEN``,
+``anonymous`` where no token is set. It travels in the request's state
+(``actor``), and every operator action the request makes records it
+(``operator_note``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.requests import Request
+
 from rota.api.problems import PROBLEM_JSON, UNAUTHORIZED
+from rota.core.operator_notes import ActionNote
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -27,6 +35,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+TOKEN_ACTOR = "default"  # the name of ROTA_API_TOKEN's identity
+NO_TOKEN_ACTOR = "anonymous"  # no token set: loopback only, nobody proved a name
 
 
 def _digest(value: bytes) -> bytes:
@@ -41,18 +51,25 @@ class BearerAuth:
         self._want = _digest(token.encode()) if token else None
         self._page = page
 
-    def allowed(self, scope: Scope) -> bool:
-        if self._want is None or scope.get("path") in OPEN_PATHS:
-            return True
+    def actor(self, scope: Scope) -> str | None:
+        """The identity the request proved, or None when it proved none."""
+        if self._want is None:
+            return NO_TOKEN_ACTOR
         for name, value in scope.get("headers") or ():
             if name == b"authorization":
                 scheme, _, given = value.partition(b" ")
                 if scheme.lower() == b"bearer":
-                    return hmac.compare_digest(_digest(given.strip()), self._want)
-        return False
+                    matched = hmac.compare_digest(_digest(given.strip()), self._want)
+                    return TOKEN_ACTOR if matched else None
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.allowed(scope):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        actor = self.actor(scope)
+        if actor is not None or scope.get("path") in OPEN_PATHS:
+            scope.setdefault("state", {})["actor"] = actor
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or ())
@@ -85,3 +102,11 @@ class BearerAuth:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def operator_note(request: Request) -> ActionNote:
+    """Who acts, for the operator action a route is about to take."""
+    actor = getattr(request.state, "actor", None)
+    if actor is None:  # an open path: none of them acts
+        raise RuntimeError(f"{request.url.path} acts without an authenticated actor")
+    return ActionNote.of(actor)

@@ -2,7 +2,10 @@
 
 Submissions go through ``rota.producer.enqueue`` in one transaction: a value it
 refuses, an unknown job type or backpressure raises before anything is
-inserted, so a failed request never leaves a partial job behind.
+inserted, so a failed request never leaves a partial job behind. Cancel and
+replay go through ``rota.operations.jobs``, the path the CLI takes: the same
+guarded statement, an ``operator_actions`` row naming the request's actor, and
+the same event line.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import base64
 import binascii
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -22,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
+from rota.api.auth import operator_note
 from rota.api.problems import (
     ILLEGAL_TRANSITION,
     INVALID_REQUEST,
@@ -33,7 +38,8 @@ from rota.api.problems import (
 )
 from rota.api.resources import job_location, job_resource
 from rota.core.durations import DurationError, parse_duration
-from rota.core.queries.jobs_control import replay_failed, request_cancel
+from rota.core.operator_notes import ActionNote
+from rota.core.queries.job_ids import NoSuchJob
 from rota.core.queries.jobs_read import (
     JobFilter,
     Keyset,
@@ -44,6 +50,7 @@ from rota.core.queries.jobs_read import (
 )
 from rota.core.states import ALL_STATES, JobState
 from rota.core.timefmt import parse_instant
+from rota.operations import jobs as operations
 from rota.producer.enqueue import QueueFull, UnknownJobType, enqueue
 
 router = APIRouter(tags=["jobs"])
@@ -304,25 +311,20 @@ def list_jobs(
 )
 def cancel_job(job_id: str, request: Request) -> JSONResponse:
     jid = parse_job_id(job_id)
-    with engine_of(request).begin() as conn:
-        result = request_cancel(conn, jid)
-        if result.state is None:
-            raise Problem(404, "No such job", f"no job {jid}", type=NOT_FOUND)
-        if not result.changed and result.state not in (
-            JobState.CANCELLED,
-            JobState.CANCEL_REQUESTED,
-        ):
-            raise Problem(
-                409,
-                "Illegal transition",
-                f"job {jid} is {result.state.value}: only a waiting or running job can be "
-                "cancelled",
-                type=ILLEGAL_TRANSITION,
-                state=result.state.value,
-            )
-        resource = _load(conn, jid, attempts=False)
+    result = _act(operations.cancel_job, jid, request)
+    if not result.changed and result.state not in (
+        JobState.CANCELLED,
+        JobState.CANCEL_REQUESTED,
+    ):
+        raise Problem(
+            409,
+            "Illegal transition",
+            f"job {jid} is {result.state.value}: only a waiting or running job can be cancelled",
+            type=ILLEGAL_TRANSITION,
+            state=result.state.value,
+        )
     status = 202 if result.state is JobState.CANCEL_REQUESTED else 200
-    return JSONResponse(resource, status_code=status)
+    return JSONResponse(_current(request, jid), status_code=status)
 
 
 @router.post(
@@ -332,18 +334,31 @@ def cancel_job(job_id: str, request: Request) -> JSONResponse:
 )
 def replay_job(job_id: str, request: Request) -> JSONResponse:
     jid = parse_job_id(job_id)
-    with engine_of(request).begin() as conn:
-        result = replay_failed(conn, jid)
-        if result.state is None:
-            raise Problem(404, "No such job", f"no job {jid}", type=NOT_FOUND)
-        if not result.changed:
-            raise Problem(
-                409,
-                "Illegal transition",
-                f"job {jid} is {result.state.value}: only a FAILED job can be replayed",
-                type=ILLEGAL_TRANSITION,
-                state=result.state.value,
-            )
-        resource = _load(conn, jid, attempts=False)
+    result = _act(operations.replay_job, jid, request)
+    if not result.changed:
+        raise Problem(
+            409,
+            "Illegal transition",
+            f"job {jid} is {result.state.value}: only a FAILED job can be replayed",
+            type=ILLEGAL_TRANSITION,
+            state=result.state.value,
+        )
     request.app.state.failed_counts.forget()  # the job left FAILED: recount at the next read
-    return JSONResponse(resource, status_code=200, headers={"Location": job_location(jid)})
+    headers = {"Location": job_location(jid)}
+    return JSONResponse(_current(request, jid), status_code=200, headers=headers)
+
+
+def _act(
+    action: Callable[[Engine, str, ActionNote], operations.JobControl],
+    jid: uuid.UUID,
+    request: Request,
+) -> operations.JobControl:
+    try:
+        return action(engine_of(request), str(jid), operator_note(request))
+    except NoSuchJob:
+        raise Problem(404, "No such job", f"no job {jid}", type=NOT_FOUND) from None
+
+
+def _current(request: Request, jid: uuid.UUID) -> dict[str, Any]:
+    with engine_of(request).connect() as conn:
+        return _load(conn, jid, attempts=False)

@@ -12,12 +12,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from rota.api.auth import operator_note
 from rota.api.jobs import engine_of
 from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, Problem
 from rota.api.resources import instant, job_location, schedule_resource
 from rota.core.queries.schedule_skips import skips_of_schedule, totals_by_reason
 from rota.core.queries.schedules import get_schedule, list_schedules
-from rota.operations import schedules as control
+from rota.operations import schedules as operations
 from rota.operations.schedules import ScheduleRemoved, UnknownSchedule
 
 router = APIRouter(tags=["schedules"])
@@ -55,7 +56,7 @@ def _current(request: Request, name: str) -> dict[str, Any]:
 @router.post("/schedules/{name:path}/pause", summary="Pause: no more occurrences until resumed")
 def pause_schedule(name: str, request: Request) -> dict[str, Any]:
     try:
-        changed = control.pause(engine_of(request), name)
+        changed = operations.pause(engine_of(request), name, note=operator_note(request))
     except UnknownSchedule:
         raise _not_found(name) from None
     return {"changed": changed, "schedule": _current(request, name)}
@@ -67,7 +68,7 @@ def pause_schedule(name: str, request: Request) -> dict[str, Any]:
 )
 def resume_schedule(name: str, request: Request) -> dict[str, Any]:
     try:
-        result = control.resume(engine_of(request), name)
+        result = operations.resume(engine_of(request), name, note=operator_note(request))
     except UnknownSchedule:
         raise _not_found(name) from None
     return {
@@ -86,7 +87,7 @@ def resume_schedule(name: str, request: Request) -> dict[str, Any]:
 )
 def trigger_schedule(name: str, request: Request) -> JSONResponse:
     try:
-        result = control.trigger(engine_of(request), name)
+        result = operations.trigger(engine_of(request), name, note=operator_note(request))
     except UnknownSchedule:
         raise _not_found(name) from None
     except ScheduleRemoved as exc:

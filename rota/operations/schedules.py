@@ -185,12 +185,22 @@ def resume(
         notify_schedules_changed(conn)
     log_events()
     if was_paused:
-        emit(log, "schedule_resumed", schedule=name, created=tick.created, skipped=tick.skipped)
+        emit(
+            log,
+            "schedule_resumed",
+            schedule=name,
+            created=tick.created,
+            skipped=tick.skipped,
+            actor=note.actor if note else None,
+            reason=note.reason if note else None,
+        )
     return ResumeResult(was_paused, tick)
 
 
-def trigger(engine: Engine, name: str, now: datetime | None = None) -> TriggerResult:
-    """Make one manual run of ``name`` now."""
+def trigger(
+    engine: Engine, name: str, now: datetime | None = None, note: ActionNote | None = None
+) -> TriggerResult:
+    """Make one manual run of ``name`` now; the event line names ``note``'s actor."""
     with engine.begin() as conn:
         row = _require(conn, name, lock=True)
         if row["removed"]:
@@ -210,7 +220,15 @@ def trigger(engine: Engine, name: str, now: datetime | None = None) -> TriggerRe
         insert_jobs_or_skip(conn, [job])
         record_manual_fire(conn, name, job.job_id, clock)
         notify_schedules_changed(conn)
-    emit(log, "occurrence_triggered", schedule=name, job_id=job.job_id, dedup_key=key)
+    emit(
+        log,
+        "occurrence_triggered",
+        schedule=name,
+        job_id=job.job_id,
+        dedup_key=key,
+        actor=note.actor if note else None,
+        reason=note.reason if note else None,
+    )
     return TriggerResult(job.job_id, key, clock)
 
 

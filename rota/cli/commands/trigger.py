@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
+from rota.cli.common import (
+    EXIT_OK,
+    UserError,
+    add_config_option,
+    add_db_option,
+    add_reason_option,
+    checked_arg,
+    open_database,
+    operator_note,
+)
 from rota.operations.schedules import ScheduleRemoved, UnknownSchedule, trigger
 
 
@@ -19,15 +28,18 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("name", metavar="NAME", help="the schedule")
+    add_reason_option(p)
     add_db_option(p)
     add_config_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    name = checked_arg("NAME", args.name)
+    note = operator_note(args)
     with open_database(args) as engine:
         try:
-            result = trigger(engine, args.name)
+            result = trigger(engine, name, note=note)
         except (UnknownSchedule, ScheduleRemoved) as exc:
             raise UserError(str(exc)) from None
     print(f"{result.job_id}  {result.dedup_key}")
