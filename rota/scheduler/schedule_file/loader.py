@@ -33,9 +33,7 @@ the loader and the scheduler cannot disagree on what a rule means.
 from __future__ import annotations
 
 import dataclasses
-import os
-import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,24 +43,9 @@ from typing import Any
 from yaml.nodes import MappingNode, Node
 
 from rota.core.config import (
-    MAX_ATTEMPTS_MAX,
-    MAX_BACKOFF,
-    MAX_CATCH_UP_WINDOW,
-    MAX_GRACE,
-    MAX_JITTER,
-    MAX_LEASE,
-    MAX_QUEUED_MAX,
-    MAX_TIMEOUT,
-    PRIORITY_MAX,
-    PRIORITY_MIN,
-    Ambiguous,
     Backoff,
     DstPolicy,
-    Isolation,
     JobTypeSpec,
-    MisfirePolicy,
-    Nonexistent,
-    OverlapPolicy,
     Retention,
     ScheduleFile,
     ScheduleSpec,
@@ -70,97 +53,20 @@ from rota.core.config import (
 from rota.scheduler.rules import RuleError, is_fixed_time, verify_rule
 from rota.scheduler.rules.policy import default_dst
 from rota.scheduler.schedule_file import fields
-from rota.scheduler.schedule_file.errors import ConfigError, Problem
+from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.fields import AlreadyReported, FieldError
+from rota.scheduler.schedule_file.file_text import read_schedule_text
+from rota.scheduler.schedule_file.keys import (
+    CALENDAR_ONLY,
+    JOB_TYPE_FIELDS,
+    OPTIONAL,
+    RETAIN,
+    RULE_FIELDS,
+    SCHEDULE_FIELDS,
+    TOP_LEVEL_KEYS,
+    Parser,
+)
 from rota.scheduler.schedule_file.yaml_tree import Entry, Report, compose, entries, is_null
-
-Parser = Callable[[Node, Report, str], Any]
-
-TOP_LEVEL_KEYS = ("defaults", "job_types", "schedules")
-RULE_FIELDS = ("cron", "rrule", "every")
-CALENDAR_ONLY = ("dst", "exclude_dates")
-# Written as null, these count as not given.
-OPTIONAL = frozenset(
-    {
-        "payload_ref",
-        "args",
-        "exclude_dates",
-        "anchor",
-        "dst",
-        "timeout",
-        "reconcile",
-        "handler",
-        "command",
-        "max_queued",
-        "max_queue_age",
-        "shed_below_priority",
-    }
-)
-
-
-def _simple(parse: Callable[[Node], Any]) -> Parser:
-    return lambda node, _report, _owner: parse(node)
-
-
-def _block(name: str, parsers: dict[str, Callable[[Node], Any]]) -> Parser:
-    return lambda node, report, owner: fields.block(node, report, owner, name, parsers)
-
-
-SCHEDULE_FIELDS: dict[str, Parser] = {
-    "job_type": _simple(fields.text),
-    "cron": _simple(fields.text),
-    "rrule": _simple(fields.text),
-    "every": _simple(lambda n: fields.duration(n, positive=True)),  # at most 100 years
-    "anchor": _simple(fields.instant),
-    "timezone": _simple(fields.timezone),
-    "misfire": _simple(lambda n: fields.choice(n, MisfirePolicy)),
-    "grace": _simple(lambda n: fields.duration(n, maximum=MAX_GRACE)),
-    "catch_up_window": _simple(lambda n: fields.duration(n, maximum=MAX_CATCH_UP_WINDOW)),
-    "dst": _block(
-        "dst",
-        {
-            "nonexistent": lambda n: fields.choice(n, Nonexistent),
-            "ambiguous": lambda n: fields.choice(n, Ambiguous),
-        },
-    ),
-    "jitter": _simple(lambda n: fields.duration(n, maximum=MAX_JITTER)),
-    "overlap": _simple(lambda n: fields.choice(n, OverlapPolicy)),
-    "payload_ref": _simple(fields.text),
-    "args": _simple(fields.json_mapping),
-    "exclude_dates": _simple(fields.dates),
-}
-
-RETAIN = _block(
-    "retain",
-    {"succeeded": fields.retention, "cancelled": fields.retention, "failed": fields.retention},
-)
-
-JOB_TYPE_FIELDS: dict[str, Parser] = {
-    "handler": _simple(fields.callable_path),
-    "command": _simple(fields.argv),
-    "pool": _simple(fields.pool),
-    "timeout": _simple(lambda n: fields.duration(n, positive=True, maximum=MAX_TIMEOUT)),
-    "lease": _simple(lambda n: fields.duration(n, positive=True, maximum=MAX_LEASE)),
-    "max_attempts": _simple(lambda n: fields.integer(n, minimum=1, maximum=MAX_ATTEMPTS_MAX)),
-    "backoff": _block(
-        "backoff",
-        {
-            "base": lambda n: fields.duration(n, maximum=MAX_BACKOFF),
-            "max": lambda n: fields.duration(n, maximum=MAX_BACKOFF),
-            "jitter": fields.fraction,
-        },
-    ),
-    "idempotent": _simple(fields.boolean),
-    "reconcile": _simple(fields.callable_path),
-    "priority": _simple(lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)),
-    "max_queued": _simple(lambda n: fields.integer(n, minimum=1, maximum=MAX_QUEUED_MAX)),
-    "max_queue_age": _simple(lambda n: fields.duration(n, positive=True, maximum=MAX_TIMEOUT)),
-    "shed_below_priority": _simple(
-        lambda n: fields.integer(n, minimum=PRIORITY_MIN, maximum=PRIORITY_MAX)
-    ),
-    "retain": RETAIN,
-    "isolation": _simple(lambda n: fields.choice(n, Isolation)),
-}
 
 
 @dataclass(frozen=True)
@@ -171,9 +77,6 @@ class Given:
     value_node: Node
 
 
-MAX_FILE_BYTES = 10 * 1024 * 1024  # a schedule file of 20,000 schedules is about 2 MB
-
-
 def load_schedule_file(path: str | Path, now: datetime | None = None) -> ScheduleFile:
     """Read and validate a schedule file; raises ``ConfigError`` listing every problem.
 
@@ -181,59 +84,6 @@ def load_schedule_file(path: str | Path, now: datetime | None = None) -> Schedul
     """
     name = str(path)
     return load_schedule_text(read_schedule_text(path), name, now)
-
-
-def read_schedule_text(path: str | Path) -> str:
-    """The text of a regular file of at most ``MAX_FILE_BYTES``, in UTF-8.
-
-    A FIFO, a device (``/dev/zero``), a directory or a larger file is refused
-    without reading it: opening does not block (``O_NONBLOCK``) and the size is
-    checked on the opened file before a byte is read.
-    """
-    name = str(path)
-
-    def refuse(line: int, message: str) -> ConfigError:
-        return ConfigError([Problem(name, line, message)])
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise refuse(1, f"cannot read the file: {exc.strerror or exc}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise refuse(1, f"cannot read the file: it is {_file_kind(info.st_mode)}, not a file")
-    with os.fdopen(fd, "rb") as f:
-        if info.st_size > MAX_FILE_BYTES:
-            raise refuse(1, _too_large(info.st_size))
-        try:
-            data = f.read(MAX_FILE_BYTES + 1)  # it may have grown since
-        except OSError as exc:
-            raise refuse(1, f"cannot read the file: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise refuse(1, _too_large(len(data)))
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise refuse(line, f"the file is not UTF-8 text (byte {exc.start + 1})") from None
-
-
-def _too_large(size: int) -> str:
-    return f"the file is {size:,} bytes; a schedule file is at most {MAX_FILE_BYTES:,} bytes"
-
-
-def _file_kind(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
 
 
 def load_schedule_text(
