@@ -1,4 +1,4 @@
-"""Take the README's screenshot of the dashboard: a real rota under a real workload.
+"""Take the docs' screenshot of the dashboard: a real rota under a real workload.
 
 ::
 
