@@ -21,15 +21,15 @@ from sqlalchemy import Engine
 
 from rota.core.database import make_engine
 from rota.migrations.runner import upgrade
-from tests.db_support import (
+from tests.support.db_support import (
     BACKENDS,
     admin_connection,
     cloned_pg_database,
     migrated_sqlite_url,
     sqlalchemy_url,
 )
-from tests.executor_support import Executors, alive
-from tests.pgserver_setup import find_postgres
+from tests.support.executor_support import Executors, alive
+from tests.support.pgserver_setup import find_postgres
 
 
 @pytest.fixture(scope="session")

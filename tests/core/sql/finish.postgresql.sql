@@ -1,0 +1,44 @@
+-- Rendered by tests/core/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
+WITH b AS MATERIALIZED (
+    SELECT *, CAST(:owner AS text) AS owner, TRUE AS leased FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]),
+        CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
+        CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
+        CAST(:reconciles AS boolean[]), CAST(:results AS text[])
+    ) AS b(job_id, gen, target, outcome, code, detail, delay, refund, reconcile,
+           result_ref)
+),
+done AS (
+    UPDATE jobs AS j SET
+    state = CASE WHEN j.state = 'CANCEL_REQUESTED' AND b.target IN ('RETRY_WAIT', 'QUEUED') THEN 'CANCELLED' ELSE b.target END,
+    attempt_count = j.attempt_count - b.refund,
+    run_after = CASE WHEN b.delay IS NULL THEN j.run_after ELSE (coalesce(CAST(:now AS timestamptz), now()) + make_interval(secs => CAST(b.delay AS double precision))) END,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    last_error_code = coalesce(b.code, j.last_error_code),
+    last_error_detail = CASE WHEN b.code IS NULL THEN j.last_error_detail
+                             ELSE b.detail END,
+    needs_reconcile = coalesce(b.reconcile, j.needs_reconcile),
+    result_ref = coalesce(b.result_ref, j.result_ref),
+    finished_at = CASE WHEN CASE WHEN j.state = 'CANCEL_REQUESTED' AND b.target IN ('RETRY_WAIT', 'QUEUED') THEN 'CANCELLED' ELSE b.target END IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN coalesce(CAST(:now AS timestamptz), now()) ELSE NULL END,
+    updated_at = coalesce(CAST(:now AS timestamptz), now())
+    FROM b
+    WHERE j.job_id = b.job_id
+  AND j.lease_generation = b.gen
+  AND j.lease_owner = b.owner
+  AND (j.state IN ('RUNNING', 'CANCEL_REQUESTED')) = b.leased AND (b.target <> 'CANCELLED' OR j.state = 'CANCEL_REQUESTED')
+    RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail
+),
+closed AS (
+    -- The batch row comes back with its job: joining done to b again was
+    -- planned as one row against ten and compared every pair.
+    UPDATE job_attempts AS a
+    SET ended_at = coalesce(CAST(:now AS timestamptz), now()),
+        outcome = CASE WHEN done.state = 'CANCELLED' THEN 'CANCELLED'
+                       ELSE done.outcome END,
+        error_code = done.code,
+        error_detail = done.detail
+    FROM done
+    WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
+)
+SELECT job_id, lease_generation, state FROM done;

@@ -1,0 +1,41 @@
+-- Rendered by tests/core/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
+WITH b AS MATERIALIZED (
+    SELECT json_extract(value, '$.id') AS job_id,
+           json_extract(value, '$.gen') AS gen,
+           json_extract(value, '$.target') AS target,
+           json_extract(value, '$.code') AS code,
+           json_extract(value, '$.detail') AS detail,
+           json_extract(value, '$.delay') AS delay,
+           json_extract(value, '$.refund') AS refund,
+           json_extract(value, '$.reconcile') AS reconcile,
+           json_extract(value, '$.result') AS result_ref
+    FROM json_each(:batch)
+)
+UPDATE jobs SET
+    state = CASE WHEN jobs.state = 'CANCEL_REQUESTED' AND b.target IN ('RETRY_WAIT', 'QUEUED') THEN 'CANCELLED' ELSE b.target END,
+    attempt_count = jobs.attempt_count - b.refund,
+    run_after = CASE WHEN b.delay IS NULL THEN jobs.run_after ELSE strftime('%Y-%m-%d %H:%M:%f000', coalesce(:now, 'now'), printf('%+.3f seconds', b.delay)) END,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    last_error_code = coalesce(b.code, jobs.last_error_code),
+    last_error_detail = CASE WHEN b.code IS NULL THEN jobs.last_error_detail
+                             ELSE b.detail END,
+    needs_reconcile = coalesce(b.reconcile, jobs.needs_reconcile),
+    result_ref = coalesce(b.result_ref, jobs.result_ref),
+    finished_at = CASE WHEN CASE WHEN jobs.state = 'CANCEL_REQUESTED' AND b.target IN ('RETRY_WAIT', 'QUEUED') THEN 'CANCELLED' ELSE b.target END IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')) ELSE NULL END,
+    updated_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
+FROM b
+WHERE jobs.job_id = b.job_id
+  AND jobs.lease_generation = b.gen
+  AND jobs.lease_owner = :owner
+  AND jobs.state IN ('RUNNING', 'CANCEL_REQUESTED') AND (b.target <> 'CANCELLED' OR jobs.state = 'CANCEL_REQUESTED')
+RETURNING jobs.job_id, jobs.lease_generation, jobs.state;
+
+UPDATE job_attempts
+SET ended_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')),
+    outcome = json_extract(b.value, '$.outcome'),
+    error_code = json_extract(b.value, '$.code'),
+    error_detail = json_extract(b.value, '$.detail')
+FROM json_each(:batch) AS b
+WHERE job_attempts.job_id = json_extract(b.value, '$.id')
+  AND job_attempts.lease_generation = json_extract(b.value, '$.gen');

@@ -1,0 +1,158 @@
+"""The claim reaches the rows it takes through the primary key, whatever the statistics say.
+
+The situation of production after months: a table of finished jobs, analysed
+while the queue was empty, then a burst of jobs that autovacuum has not yet
+re-analysed (it waits for 10% of the table to change). The planner then
+believes the partial index of claimable rows holds one row. A claim whose
+UPDATE could use that index joined its picked rows against a scan of the whole
+queue, once per claim (200 ms instead of 6 ms at 20,000 queued beside a
+million finished jobs). The plan is asserted, not the time.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from rota.core.config import JobTypeSpec
+from rota.core.database import make_engine
+from rota.core.queries import jobs_claim
+from rota.core.queries.job_types import upsert_job_types
+from rota.producer.enqueue import JobRequest, enqueue_many
+from tests.support.db_support import migrated_sqlite_url
+
+FINISHED = 5_000
+QUEUED = 3_000
+
+_FINISHED_ROWS = """
+    INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts, run_after,
+                      lease_generation, lease_seconds, idempotent, needs_reconcile,
+                      finished_at, created_at, updated_at)
+    SELECT gen_random_uuid(), 'old', 'default', 'SUCCEEDED', 1, 5, now(), 1, 60, true, false,
+           now(), now(), now()
+    FROM generate_series(1, :n)
+"""
+
+
+@pytest.fixture
+def aged_engine(fresh_pg_url: str) -> Any:
+    engine = make_engine(fresh_pg_url)
+    with engine.begin() as conn:
+        upsert_job_types(
+            conn, [JobTypeSpec(name="old", handler="m:f"), JobTypeSpec(name="burst", handler="m:f")]
+        )
+        conn.execute(text(_FINISHED_ROWS), {"n": FINISHED})
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("ANALYZE jobs"))  # statistics of an empty queue
+    with engine.begin() as conn:
+        enqueue_many(conn, [JobRequest("burst", args={"i": i}) for i in range(QUEUED)])
+    yield engine
+    engine.dispose()
+
+
+def _explain(engine: Engine, statement: Any, params: dict[str, Any], prelude: bool) -> str:
+    with engine.connect() as conn:  # rolled back on close: EXPLAIN ANALYZE ran the claim
+        if prelude:
+            conn.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": jobs_claim.CLAIM_LOCK_KEY}
+            )
+        rows = conn.execute(text("EXPLAIN (ANALYZE, COSTS OFF) " + statement.text), params)
+        return "\n".join(r[0] for r in rows)
+
+
+def _update_scan(plan: str) -> str:
+    """The line saying how the UPDATE's own rows (alias j) are found."""
+    lines = plan.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Update on jobs j" in line)
+    for line in lines[start:]:
+        if re.search(r"Scan .* on jobs j\b", line):
+            return line.strip()
+    raise AssertionError(f"no scan of jobs j under the UPDATE:\n{plan}")
+
+
+@pytest.mark.parametrize("kind", ["unkeyed", "limited"])
+def test_the_claim_update_goes_through_the_primary_key(aged_engine: Engine, kind: str) -> None:
+    with aged_engine.connect() as conn:
+        params = jobs_claim._params(conn, "w", ["default"], 48, None, None, None)
+    if kind == "unkeyed":
+        plan = _explain(aged_engine, jobs_claim._pg_claim_unkeyed(1), params, prelude=False)
+    else:
+        plan = _explain(aged_engine, jobs_claim._pg_claim(1), params, prelude=True)
+    assert "pk_jobs" in _update_scan(plan), plan
+    # and it claimed a full batch (the plan ran for real inside the rolled-back transaction)
+    assert re.search(r"Update on jobs j .*rows=48 ", plan), plan
+
+
+def test_the_burst_was_not_analysed(aged_engine: Engine) -> None:
+    """The fixture's premise: the planner still believes the queue is (nearly) empty."""
+    with aged_engine.connect() as conn:
+        tuples = conn.execute(
+            text("SELECT reltuples FROM pg_class WHERE relname = 'jobs'")
+        ).scalar_one()
+    assert tuples <= FINISHED
+
+
+@pytest.mark.parametrize("from_start", [False, True])
+@pytest.mark.parametrize("n_pools", [1, 2])
+def test_the_claim_reads_each_pool_in_index_order(
+    aged_engine: Engine, n_pools: int, from_start: bool
+) -> None:
+    """Each pool through the claimable index, in claim order, never a sort of the whole queue
+    (``c.pool IN (a, b)`` read every claimable job of both and sorted them); with a start,
+    each of its two ranges is where a B-tree scan begins (an index condition, not a filter
+    over every dead entry before it). The claim takes its full batch."""
+    with aged_engine.connect() as conn:
+        first = conn.execute(
+            text(
+                "SELECT priority, run_after, created_at FROM jobs WHERE state = 'QUEUED' "
+                "ORDER BY priority, run_after, created_at LIMIT 1"
+            )
+        ).one()
+        params = jobs_claim._params(conn, "w", ["default", "other"][:n_pools], 48, None, None, None)
+    params.update(start_priority=first[0], start_run_after=first[1], start_created_at=first[2])
+    plan = _explain(
+        aged_engine, jobs_claim._pg_claim_unkeyed(n_pools, from_start), params, prelude=False
+    )
+    lines = plan.splitlines()
+    scans = [i for i, line in enumerate(lines) if re.search(r"Scan .* on jobs c(_\d+)?\b", line)]
+    # from a start, two ranges a pool: a lower priority number, and from the start on
+    assert len(scans) == n_pools * (2 if from_start else 1), plan
+    ranges = []
+    for at in scans:
+        assert re.search(r"Index Scan using ix_jobs_claimable on jobs c", lines[at]), plan
+        assert "Index Cond" in lines[at + 1], plan
+        ranges.append(
+            "ROW(priority, run_after, created_at) >=" in lines[at + 1]
+            or "(priority < " in lines[at + 1]
+        )
+    assert all(ranges) if from_start else not any(ranges), plan
+    assert re.search(r"Update on jobs j .*rows=48 ", plan), plan
+
+
+def test_the_limited_claim_reads_each_pool_in_index_order(aged_engine: Engine) -> None:
+    with aged_engine.connect() as conn:
+        params = jobs_claim._params(conn, "w", ["default", "other"], 48, None, None, None)
+    plan = _explain(aged_engine, jobs_claim._pg_claim(2), params, prelude=True)
+    scans = [line for line in plan.splitlines() if re.search(r"Scan .* on jobs c(_\d+)?\b", line)]
+    assert len(scans) == 2, plan
+    assert all("Index Scan using ix_jobs_claimable on jobs c" in line for line in scans), plan
+    assert re.search(r"Update on jobs j .*rows=48 ", plan), plan
+
+
+def test_the_sqlite_claim_reads_each_pool_in_index_order(tmp_path: Path) -> None:
+    """SQLite: each pool searched on its own (``pool=?``), not ``ANY(pool)`` then sorted."""
+    engine = make_engine(migrated_sqlite_url(tmp_path / "rota.db"))
+    try:
+        with engine.connect() as conn:
+            params = jobs_claim._params(conn, "w", ["default", "other"], 8, None, None, None)
+            rows = conn.execute(
+                text("EXPLAIN QUERY PLAN " + jobs_claim._sqlite_claim(2).text), params
+            ).all()
+    finally:
+        engine.dispose()
+    searches = [r[3] for r in rows if "ix_jobs_claimable " in r[3] + " "]
+    assert len(searches) == 2 and all("(pool=?" in s for s in searches), rows

@@ -1,0 +1,158 @@
+"""Prefetch: jobs claimed ahead of a free slot wait in the process, safely.
+
+A claim takes up to ``concurrency + prefetch`` jobs; the extra ones wait in
+the process for a slot (RUNNING in the database, leases renewed). Graceful
+shutdown hands them back at once with no attempt spent, their execution
+timeout counts from their handler's start, and long jobs are not prefetched.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from rota.core.config import JobTypeSpec
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.executor.service import Executor
+from tests.support.executor_support import attempt_rows, job_row, job_type, store_types, wait_for
+
+H = "tests.handlers.prefetch"
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def running(engine: Engine) -> Iterator[list[tuple[Executor, threading.Event, threading.Thread]]]:
+    started: list[tuple[Executor, threading.Event, threading.Thread]] = []
+    yield started
+    for _, stop, _ in started:
+        stop.set()
+    for _, _, t in started:
+        t.join(15)
+
+
+def start(
+    engine: Engine,
+    running: list[tuple[Executor, threading.Event, threading.Thread]],
+    **kwargs: object,
+) -> tuple[Executor, threading.Event, threading.Thread]:
+    ex = Executor(engine, poll_interval=0.05, **kwargs)  # type: ignore[arg-type]
+    stop = threading.Event()
+    t = threading.Thread(target=ex.run, args=(stop,), daemon=True)
+    t.start()
+    running.append((ex, stop, t))
+    return ex, stop, t
+
+
+def insert_at_once(
+    engine: Engine, *jobs: tuple[JobTypeSpec, dict[str, str], float]
+) -> list[uuid.UUID]:
+    """One transaction (one wake-up); claim order by ``run_after``, seconds ago."""
+    now = datetime.now(UTC)
+    new = [
+        NewJob.of_type(spec, args=args, run_after=now - timedelta(seconds=ago))
+        for spec, args, ago in jobs
+    ]
+    with engine.begin() as conn:
+        insert_jobs_or_skip(conn, new)
+    return [j.job_id for j in new]
+
+
+def warm_up(engine: Engine, spec: JobTypeSpec, log: Path) -> None:
+    """Run one short job first: the executor then knows its jobs are short."""
+    (job,) = insert_at_once(engine, (spec, {"log": str(log)}, 0.0))
+    wait_for(lambda: job_row(engine, job)["state"] == "SUCCEEDED", what="the warm-up job")
+
+
+def test_shutdown_hands_prefetched_jobs_back_at_once_with_no_attempt_spent(
+    engine: Engine,
+    tmp_path: Path,
+    running: list[tuple[Executor, threading.Event, threading.Thread]],
+) -> None:
+    log, go = tmp_path / "log.txt", tmp_path / "go"
+    long = job_type("long", handler=f"{H}:until_file")
+    quick = job_type("quick", handler=f"{H}:note")
+    store_types(engine, long, quick)
+    _ex, stop, thread = start(engine, running, concurrency=1, prefetch=2, drain_timeout=30)
+    warm_up(engine, quick, log)
+    args = {"log": str(log), "go": str(go)}
+    first, *waiting = insert_at_once(
+        engine, (long, args, 3.0), (quick, args, 2.0), (quick, args, 1.0)
+    )
+    wait_for(lambda: f"started {first}" in lines(log), what="the long job to start")
+    # the two quick jobs were claimed with it: they wait in the process for the slot
+    wait_for(
+        lambda: all(job_row(engine, j)["state"] == "RUNNING" for j in waiting),
+        what="the quick jobs to be prefetched",
+    )
+    stop.set()  # graceful shutdown, 30 s of drain for the running job
+    wait_for(
+        lambda: all(job_row(engine, j)["state"] == "QUEUED" for j in waiting),
+        what="the prefetched jobs to be handed back",
+    )
+    assert job_row(engine, first)["state"] == "RUNNING"  # still draining meanwhile
+    for j in waiting:
+        row = job_row(engine, j)
+        assert row["attempt_count"] == 0 and row["lease_owner"] is None
+        assert [a["outcome"] for a in attempt_rows(engine, j)] == ["RELEASED"]
+    go.touch()
+    thread.join(15)
+    assert job_row(engine, first)["state"] == "SUCCEEDED"
+    assert not any(
+        line.startswith("ran") and line.split()[1] in map(str, waiting) for line in lines(log)
+    )
+
+
+def test_a_prefetched_jobs_timeout_counts_from_its_handlers_start(
+    engine: Engine,
+    tmp_path: Path,
+    running: list[tuple[Executor, threading.Event, threading.Thread]],
+) -> None:
+    log, go = tmp_path / "log.txt", tmp_path / "go"
+    long = job_type("long", handler=f"{H}:until_file")
+    timed = job_type("timed", handler=f"{H}:note", timeout=timedelta(milliseconds=300))
+    store_types(engine, long, timed)
+    start(engine, running, concurrency=1, prefetch=1)
+    warm_up(engine, timed, log)
+    args = {"log": str(log), "go": str(go)}
+    first, second = insert_at_once(engine, (long, args, 2.0), (timed, args, 1.0))
+    wait_for(lambda: f"started {first}" in lines(log), what="the long job to start")
+    wait_for(lambda: job_row(engine, second)["state"] == "RUNNING", what="the prefetch")
+    # it waits longer than its own timeout before a slot is free
+    wait_for(lambda: job_row(engine, second)["heartbeat_at"] is not None, what="a lease")
+    threading.Event().wait(0.6)  # longer than the 300 ms timeout, on purpose
+    go.touch()
+    wait_for(lambda: job_row(engine, second)["state"] == "SUCCEEDED", what="the timed job to run")
+    assert f"ran {second}" in lines(log)
+
+
+def test_long_jobs_are_not_prefetched(
+    engine: Engine,
+    tmp_path: Path,
+    running: list[tuple[Executor, threading.Event, threading.Thread]],
+) -> None:
+    log, go = tmp_path / "log.txt", tmp_path / "go"
+    long = job_type("long", handler=f"{H}:until_file")
+    store_types(engine, long)
+    start(engine, running, concurrency=1, prefetch=4)
+    args = {"log": str(log), "go": str(go)}
+    # the first job runs a second: this executor's jobs are long now
+    (warm,) = insert_at_once(engine, (long, args, 0.0))
+    wait_for(lambda: f"started {warm}" in lines(log), what="the first job to start")
+    threading.Event().wait(1.0)
+    go.touch()
+    wait_for(lambda: job_row(engine, warm)["state"] == "SUCCEEDED", what="the first job")
+    go.unlink()
+    first, *rest = insert_at_once(engine, (long, args, 3.0), (long, args, 2.0), (long, args, 1.0))
+    wait_for(lambda: f"started {first}" in lines(log), what="the next job to start")
+    # with the slot busy for about a second per job, nothing more is taken
+    assert [job_row(engine, j)["state"] for j in rest] == ["QUEUED", "QUEUED"]
+    go.touch()

@@ -1,9 +1,0 @@
-"""A handler module that ends its process while it is imported (review tests)."""
-
-import os
-
-os._exit(3)
-
-
-def handler(ctx: object) -> None:  # never reached
-    pass

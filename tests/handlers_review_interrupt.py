@@ -1,7 +1,0 @@
-"""A handler module that raises KeyboardInterrupt while it is imported (review tests)."""
-
-raise KeyboardInterrupt("raised by a handler module at import")
-
-
-def handler(ctx: object) -> None:  # never reached
-    pass

@@ -1,0 +1,1 @@
+"""Tests of ``rota.runtime``: the worker registry and the log formats with their job fields."""
