@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import Engine, text, update
 
 from rota.core.config import JobTypeSpec
-from rota.core.queries.jobs_claim import MAX_MERGED_POOLS, ClaimedJob
+from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.queries.jobs_claim_scan import MAX_MERGED_POOLS
 from rota.core.queries.jobs_control import replay_failed, request_cancel
 from rota.core.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
 from rota.core.queries.jobs_outcome import (

@@ -31,24 +31,30 @@ unkeyed claim runs waits for the next round. On SQLite the claim is a single
 ``BEGIN IMMEDIATE`` transaction: the write lock serialises claimers (SKIP
 LOCKED does not exist there and is never relied on).
 
-An executor of several pools scans each pool's jobs on their own, in index
-order, and merges them (``_merged``). Only the first ``scan`` candidates in
-claim order are considered per batch; a
-candidate whose key or tenant is already at its limit is skipped by the query,
-and a second job of the same key within one batch waits for a later claim.
+Which jobs a claim considers, and how the scans of several pools merge, is in
+``jobs_claim_scan``; this module holds the statements that take them.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, TextClause, text
 
+from rota.core.queries.jobs_claim_scan import (
+    CLAIM_ORDER,
+    PG_RUNNABLE,
+    SQLITE_RUNNABLE,
+    candidates_sql,
+    merged_scans,
+    picked_sql,
+    pools_sql,
+)
 from rota.core.queries.sqlparams import (
     PG_NOW,
     SQLITE_NOW,
@@ -64,9 +70,6 @@ from rota.core.states import CLAIMABLE_SQL, LEASED_SQL
 
 # Any constant works; it only has to be the same for every claimer.
 CLAIM_LOCK_KEY = 0x726F7461_636C6D  # "rota" "clm"
-
-_ORDER = "priority, run_after, created_at"
-_TL = "CAST(:tenant_limit AS integer)"
 
 _RETURNED = (
     "job_id, job_type, pool, lease_generation, attempt_count, max_attempts, lease_seconds, "
@@ -122,57 +125,6 @@ class ScanStart(NamedTuple):
         return cls(job.priority, job.run_after, job.created_at)
 
 
-def _candidates(now_sql: str, pool: str, runnable_sql: str) -> str:
-    """Claimable rows of the pools ``c.pool {pool}`` says, skipping those whose key or
-    tenant is at its limit."""
-    return f"""
-        SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at, c.tenant,
-               c.concurrency_key
-        FROM jobs c
-        WHERE c.state IN {CLAIMABLE_SQL}
-          AND c.pool {pool}
-          AND {runnable_sql.format(j="c")}
-          AND c.run_after <= {now_sql}
-          AND c.attempt_count < c.max_attempts
-          AND (c.concurrency_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM jobs k
-                WHERE k.concurrency_key = c.concurrency_key AND k.state IN {LEASED_SQL}))
-          AND (c.tenant IS NULL OR {_TL} IS NULL OR (
-                SELECT count(*) FROM jobs t
-                WHERE t.tenant = c.tenant AND t.state IN {LEASED_SQL}) < {_TL})
-        ORDER BY {_ORDER}
-        LIMIT :scan"""
-
-
-def _picked(cand_sql: str, columns: str = "r.job_id, r.lease_generation") -> str:
-    """At most one job per key and up to the tenant's free slots, in claim order."""
-    return f"""
-        SELECT {columns} FROM (
-            SELECT cand.*,
-                   row_number() OVER (PARTITION BY concurrency_key ORDER BY {_ORDER}) AS key_rn,
-                   row_number() OVER (PARTITION BY tenant ORDER BY {_ORDER}) AS tenant_rn
-            FROM ({cand_sql}) AS cand
-        ) AS r
-        WHERE (r.concurrency_key IS NULL OR r.key_rn = 1)
-          AND (r.tenant IS NULL OR {_TL} IS NULL
-               OR r.tenant_rn <= {_TL} - (
-                SELECT count(*) FROM jobs t
-                WHERE t.tenant = r.tenant AND t.state IN {LEASED_SQL}))
-        ORDER BY {_ORDER}
-        LIMIT :limit"""
-
-
-def _pools_sql(n: int) -> str:
-    return ", ".join(f":pool{i}" for i in range(n))
-
-
-# Job types the claimer cannot run (its handler does not import there, as in a
-# rolling deploy): never claimed by it, left QUEUED for an executor that can.
-# One bound list whatever its length, so the statement (and its plan) stays one.
-_PG_RUNNABLE = "NOT ({j}.job_type = ANY(CAST(:excluded_types AS text[])))"
-_SQLITE_RUNNABLE = "{j}.job_type NOT IN (SELECT value FROM json_each(:excluded_types))"
-
-
 # The claim itself, on PostgreSQL: the rows of a ``picked`` CTE become RUNNING under
 # a new generation and attempt, and each gets its job_attempts row, in one statement.
 # The guard is the generation ``picked`` read: ``picked`` locked each row FOR UPDATE
@@ -204,52 +156,17 @@ _PG_CLAIM_PICKED = f"""        claimed AS (
         )"""
 
 
-# More pools than this: one scan of them all, sorted (SQLite allows 500 terms in a
-# compound SELECT, and a statement per pool grows with them).
-MAX_MERGED_POOLS = 32
-
-
-def _merged(
-    n_pools: int, scan: Callable[[str, str], str], limit: str, parts: Sequence[str] = ("",)
-) -> str:
-    """The scans ``scan(pool, part)`` (each in claim order, up to ``limit`` rows) for each
-    pool and each of ``parts``, merged in claim order.
-
-    ``pool`` completes ``c.pool ...``. Neither backend reads a B-tree in order
-    across the values of ``pool IN (...)``: one scan of ``c.pool IN (:pool0,
-    :pool1)`` reads every claimable job of both pools and sorts them (with
-    100,000 queued, 190 ms a claim on PostgreSQL and 39 ms on SQLite, against
-    2 ms for one pool). So each pool gets its own scan in index order. A scan
-    that locks (PostgreSQL) may lock up to ``limit`` rows per branch, more than
-    the merged ``limit`` keeps: those stay queued, locked until the statement
-    (lock-free claim) or the transaction (limited claim) ends.
-    """
-    if n_pools > MAX_MERGED_POOLS:
-        pools = [f"IN ({_pools_sql(n_pools)})"]
-    else:
-        pools = [f"= :pool{i}" for i in range(n_pools)]
-    branches = [scan(pool, part) for pool in pools for part in parts]
-    if len(branches) == 1:
-        return branches[0]
-    each = "\n        UNION ALL".join(
-        f"\n        SELECT * FROM ({b}) AS p{i}" for i, b in enumerate(branches)
-    )
-    return f"""{each}
-        ORDER BY {_ORDER}
-        LIMIT {limit}"""
-
-
 @cache
 def _pg_claim(n_pools: int) -> TextClause:
     def scan(pool: str, part: str) -> str:
-        return _candidates(PG_NOW, pool, _PG_RUNNABLE) + "\n        FOR UPDATE OF c SKIP LOCKED"
+        return candidates_sql(PG_NOW, pool, PG_RUNNABLE) + "\n        FOR UPDATE OF c SKIP LOCKED"
 
-    cand = _merged(n_pools, scan, ":scan")
+    cand = merged_scans(n_pools, scan, ":scan")
     return text(f"""
-        WITH picked AS ({_picked(cand)}),
+        WITH picked AS ({picked_sql(cand)}),
 {_PG_CLAIM_PICKED}
         SELECT {_RETURNED} FROM claimed
-        ORDER BY {_ORDER}
+        ORDER BY {CLAIM_ORDER}
     """)
 
 
@@ -262,7 +179,7 @@ _KEYED_WAITING = f"""
         WHERE w.state IN {CLAIMABLE_SQL}
           AND w.concurrency_key IS NOT NULL
           AND w.pool IN ({{pools}})
-          AND {_PG_RUNNABLE.format(j="w")}
+          AND {PG_RUNNABLE.format(j="w")}
           AND w.run_after <= {PG_NOW}
           AND w.attempt_count < w.max_attempts
           AND NOT EXISTS (
@@ -291,7 +208,7 @@ def _pg_claim_unkeyed(n_pools: int, from_start: bool = False) -> TextClause:
     only jobs of a lower priority number than ``:start_priority``, and those at
     or after ``:start_*`` in claim order.
     """
-    pools = _pools_sql(n_pools)
+    pools = pools_sql(n_pools)
 
     def scan(pool: str, part: str) -> str:
         return f"""
@@ -300,15 +217,15 @@ def _pg_claim_unkeyed(n_pools: int, from_start: bool = False) -> TextClause:
             WHERE c.state IN {CLAIMABLE_SQL}
               AND c.concurrency_key IS NULL
               AND c.pool {pool}
-              AND {_PG_RUNNABLE.format(j="c")}
+              AND {PG_RUNNABLE.format(j="c")}
               AND c.run_after <= {PG_NOW}
               AND c.attempt_count < c.max_attempts
               AND NOT (SELECT waiting FROM keyed){part}
-            ORDER BY {_ORDER}
+            ORDER BY {CLAIM_ORDER}
             LIMIT :limit
             FOR UPDATE OF c SKIP LOCKED"""
 
-    picked = _merged(n_pools, scan, ":limit", _START_PARTS if from_start else ("",))
+    picked = merged_scans(n_pools, scan, ":limit", _START_PARTS if from_start else ("",))
     return text(f"""
         WITH keyed AS MATERIALIZED ({_KEYED_WAITING.format(pools=pools)} AS waiting),
         picked AS ({picked}
@@ -316,14 +233,14 @@ def _pg_claim_unkeyed(n_pools: int, from_start: bool = False) -> TextClause:
 {_PG_CLAIM_PICKED}
         SELECT keyed.waiting, {", ".join("claimed." + c.strip() for c in _RETURNED.split(","))}
         FROM keyed LEFT JOIN claimed ON TRUE
-        ORDER BY {", ".join("claimed." + c.strip() for c in _ORDER.split(","))}
+        ORDER BY {", ".join("claimed." + c.strip() for c in CLAIM_ORDER.split(","))}
     """)
 
 
 @cache
 def _sqlite_claim(n_pools: int) -> TextClause:
-    cand = _merged(
-        n_pools, lambda pool, part: _candidates(SQLITE_NOW, pool, _SQLITE_RUNNABLE), ":scan"
+    cand = merged_scans(
+        n_pools, lambda pool, part: candidates_sql(SQLITE_NOW, pool, SQLITE_RUNNABLE), ":scan"
     )
     return text(f"""
         UPDATE jobs
@@ -335,7 +252,7 @@ def _sqlite_claim(n_pools: int) -> TextClause:
             started_at = {SQLITE_NOW},
             heartbeat_at = {SQLITE_NOW},
             updated_at = {SQLITE_NOW}
-        WHERE job_id IN ({_picked(cand, "r.job_id")})
+        WHERE job_id IN ({picked_sql(cand, "r.job_id")})
         RETURNING {_RETURNED}
     """)
 
