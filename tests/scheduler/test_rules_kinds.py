@@ -16,7 +16,7 @@ from rota.scheduler.rules import (
     iter_range,
 )
 from rota.scheduler.rules.policy import FIXED_TIME_DEFAULT, REAL_TIME_DEFAULT
-from rota.scheduler.rules.recurrence import RuleTooCostly
+from rota.scheduler.rules.rrule_meter import RuleTooCostly
 from tests.support.rules_helpers import SKIP_FIRST, at, instants, spec, walk
 
 # --- cron --------------------------------------------------------------------

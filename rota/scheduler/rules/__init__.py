@@ -7,8 +7,9 @@ the previous instant in, and every replica computes the same answer.
 
 Three kinds of rule:
 
-* cron (``scheduler.rules.cron``) and RRULE (``scheduler.rules.recurrence``) name
-  wall times in the schedule's zone; ``scheduler.rules.calendar`` walks them and
+* cron (``scheduler.rules.cron``) and RRULE (``scheduler.rules.recurrence``, its
+  work bounded by ``scheduler.rules.rrule_meter``) name wall times in the
+  schedule's zone; ``scheduler.rules.calendar`` walks them and
   ``scheduler.rules.walltime`` turns each into instants under the DST policy;
 * ``every:`` (``scheduler.rules.every``) is pure UTC arithmetic.
 

@@ -27,15 +27,9 @@ allowed with its FREQ (``BYWEEKNO`` only with YEARLY, no ``BYMONTHDAY`` with
 WEEKLY, ...); ``COUNT`` is 1 to ``MAX_COUNT`` and ``INTERVAL`` at most 100
 years' worth of periods. Parts dateutil adds to the RFC (``BYEASTER``) are refused.
 
-Bounded work. dateutil checks its ``until`` only when a wall time matches, so
-a rule that rarely or never matches (``BYMONTH=2;BYMONTHDAY=30``) makes it
-scan period after period up to the year 9999. Every evaluation here is
-metered (``_Meter``): the days dateutil scans (a year's period counts its
-days) and its sub-daily steps are counted, scanning past the horizon ends the
-search (nothing there), and more than ``MAX_STEPS`` raises ``RuleTooCostly``.
-The meter hooks dateutil's per-period helper (``dateutil.rrule._iterinfo``)
-and its sub-daily stepper; it counts only for rules built here, and no other
-rrule in the process is metered.
+Bounded work: every evaluation here is metered (``rrule_meter``), so a rule
+that rarely or never matches ends its search at the horizon or raises
+``RuleTooCostly`` rather than scanning to the year 9999.
 """
 
 from __future__ import annotations
@@ -44,13 +38,19 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-import dateutil.rrule
 from dateutil.rrule import DAILY, HOURLY, MINUTELY, MONTHLY, SECONDLY, WEEKLY, YEARLY, rrulestr
 from dateutil.rrule import rrule as DateutilRRule
 
 from rota.scheduler.rules.occurrence import RuleError
+from rota.scheduler.rules.rrule_meter import (
+    MAX_STEPS,
+    OverBudget,
+    PastHorizon,
+    RuleTooCostly,
+    countable,
+    metered,
+)
 
 FREQ_NAMES = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 # RFC 5545 frequencies, coarsest first (dateutil's numbering): DAILY or coarser
@@ -60,12 +60,6 @@ DEFAULT_DTSTART = datetime(1970, 1, 1)  # noqa: DTZ001 - local wall time
 DEFAULT_WEEKLY_DTSTART = datetime(1970, 1, 5)  # noqa: DTZ001 - a Monday, local wall time
 _DTSTART_VALUE = re.compile(r"^(\d{8})(T\d{6})?$")
 MAX_COUNT = 10_000  # a longer series: use UNTIL
-# Work allowed for one search, in steps of about a microsecond and a half:
-# each period dateutil builds costs PERIOD_COST plus one per day it filters (a
-# year 386, a month 51, a week 27, a day 21), a sub-daily step 1 (plus 2 a call).
-# So a century of monthly periods is about 61,000; of daily ones, 767,000.
-MAX_STEPS = 200_000
-PERIOD_COST = 20
 _WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 _PARTS = (
     "FREQ", "UNTIL", "COUNT", "INTERVAL", "BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY",
@@ -163,7 +157,7 @@ def parse_rrule(text: str) -> RRuleExpr:
         raise RuleError(f"bad rrule {text!r}: {exc}") from None
     if not isinstance(rule, DateutilRRule):  # one RRULE line always gives an rrule
         raise RuleError(f"bad rrule {text!r}: give exactly one RRULE")
-    rule = _countable(rule, freq)
+    rule = countable(rule, freq)
     interval = int(params.get("INTERVAL", "1"))
     return RRuleExpr(
         text=text.strip(),
@@ -304,20 +298,20 @@ class RRuleWalls:
     def walls_from(self, start: datetime, horizon: datetime) -> Iterator[datetime]:
         expr = self.expr
         if expr.has_count:  # COUNT counts from the true DTSTART
-            rule = _metered(expr.rule, horizon)
+            rule = metered(expr.rule, horizon)
         elif expr.has_until:
-            rule = _metered(expr.rule, horizon, dtstart=_aligned_dtstart(expr, start))
+            rule = metered(expr.rule, horizon, dtstart=_aligned_dtstart(expr, start))
         else:
             aligned = _aligned_dtstart(expr, start)
-            rule = _metered(expr.rule, horizon, dtstart=aligned, until=horizon)
+            rule = metered(expr.rule, horizon, dtstart=aligned, until=horizon)
         try:
             for wall in rule.xafter(start, inc=True):
                 if wall > horizon:
                     return
                 yield wall
-        except _PastHorizon:
+        except PastHorizon:
             return
-        except _OverBudget:
+        except OverBudget:
             raise RuleTooCostly(
                 f"rrule {expr.text!r}: finding the occurrence after {start:%Y-%m-%dT%H:%M:%S} "
                 f"takes more than {MAX_STEPS:,} steps; write it with a coarser FREQ "
@@ -325,104 +319,6 @@ class RRuleWalls:
             ) from None
         except (ValueError, OverflowError) as exc:  # dateutil: an empty rule, or year 9999
             raise RuleError(f"rrule {expr.text!r}: {exc}") from None
-
-
-class RuleTooCostly(RuleError):
-    """Finding a rule's next occurrence would take more than ``MAX_STEPS`` steps."""
-
-
-class _PastHorizon(Exception):
-    pass
-
-
-class _OverBudget(Exception):
-    pass
-
-
-class _Meter:
-    """The work left to one search, and the month past which nothing is wanted."""
-
-    __slots__ = ("last_month", "steps_left")
-
-    def __init__(self, horizon: datetime) -> None:
-        self.last_month = (horizon.year, horizon.month)
-        self.steps_left = MAX_STEPS
-
-    def spend(self, cost: int, year: int | None = None, month: int | None = None) -> None:
-        if year is not None and month is not None and (year, month) > self.last_month:
-            raise _PastHorizon
-        self.steps_left -= cost
-        if self.steps_left < 0:
-            raise _OverBudget
-
-
-class _MeteredRRule(DateutilRRule):
-    """An rrule whose sub-daily stepper counts its steps (see the module docstring)."""
-
-    _rota_meter: _Meter
-
-    def _rrule__mod_distance(self, value: int, byxxx: Any, base: int) -> Any:
-        carried, reached = _BASE_MOD_DISTANCE(self, value, byxxx, base)
-        step = self._interval  # type: ignore[attr-defined]  # dateutil's own field
-        walked = base if reached is None else (carried * base + reached - value) // step
-        self._rota_meter.spend(2 + walked)
-        return carried, reached
-
-
-_BASE_MOD_DISTANCE = DateutilRRule._rrule__mod_distance  # type: ignore[attr-defined]  # private, metered
-_BaseIterinfo: Any = dateutil.rrule._iterinfo  # private; metered
-
-
-class _MeteredIterinfo(_BaseIterinfo):  # type: ignore[misc]  # dateutil's helper has no types
-    """dateutil's per-period helper; each period's day set is counted for metered rules."""
-
-    def _spend(self, cost: int, year: int, month: int) -> None:
-        meter = getattr(self.rrule, "_rota_meter", None)
-        if meter is not None:
-            meter.spend(cost, year, month)
-
-    def ydayset(self, year: int, month: int, day: int) -> Any:
-        self._spend(PERIOD_COST + 366, year, month)
-        return super().ydayset(year, month, day)
-
-    def mdayset(self, year: int, month: int, day: int) -> Any:
-        self._spend(PERIOD_COST + 31, year, month)
-        return super().mdayset(year, month, day)
-
-    def wdayset(self, year: int, month: int, day: int) -> Any:
-        self._spend(PERIOD_COST + 7, year, month)
-        return super().wdayset(year, month, day)
-
-    def ddayset(self, year: int, month: int, day: int) -> Any:
-        self._spend(PERIOD_COST + 1, year, month)
-        return super().ddayset(year, month, day)
-
-
-setattr(dateutil.rrule, "_iterinfo", _MeteredIterinfo)  # noqa: B010 - see the docstring
-
-
-def _metered(rule: DateutilRRule, horizon: datetime, **changes: Any) -> _MeteredRRule:
-    """A copy of ``rule`` (with ``changes``) whose evaluation is metered up to ``horizon``."""
-    copy = rule.replace(**changes)
-    copy.__class__ = _MeteredRRule
-    assert isinstance(copy, _MeteredRRule)
-    copy._rota_meter = _Meter(horizon)
-    return copy
-
-
-def _countable(rule: DateutilRRule, freq: int) -> DateutilRRule:
-    """The same rule with the sub-daily unit listed when dateutil would walk it unmetered.
-
-    ``FREQ=SECONDLY;BYHOUR=3`` makes dateutil step second by second through
-    the other 23 hours without calling anything the meter sees; listing every
-    second (``BYSECOND=0,...,59``, the same set) makes it step through the
-    metered stepper instead. The same for minutes of a MINUTELY rule.
-    """
-    if freq == SECONDLY and rule._bysecond is None and (rule._byhour or rule._byminute):  # type: ignore[attr-defined]
-        return rule.replace(bysecond=tuple(range(60)))
-    if freq == MINUTELY and rule._byminute is None and rule._byhour:  # type: ignore[attr-defined]
-        return rule.replace(byminute=tuple(range(60)))
-    return rule
 
 
 def _aligned_dtstart(expr: RRuleExpr, start: datetime) -> datetime:
