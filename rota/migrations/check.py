@@ -6,7 +6,7 @@ database's ``alembic_version`` row with ``HEAD``, the newest revision in
 ``versions/``: importing Alembic (and the Mako
 templates it loads) and reading every migration script to find the head takes
 a fifth of a second of every `rota` process's start, an executor's included.
-``tests/test_migrations.py`` checks ``HEAD`` against Alembic's own head, so a
+``tests/core/test_migrations.py`` checks ``HEAD`` against Alembic's own head, so a
 new migration cannot be added without it.
 """
 
@@ -66,7 +66,7 @@ def schema_problem(current: str | None) -> str | None:
 
 
 def is_rota_revision(revision: str) -> bool:
-    """rota numbers its migrations 0001, 0002, ... (``tests/test_migrations.py``
+    """rota numbers its migrations 0001, 0002, ... (``tests/core/test_migrations.py``
     holds every one in ``versions/`` to that): four digits from 0001 on, a
     later one from a newer release."""
     return len(revision) == 4 and revision.isascii() and revision.isdigit() and revision != "0000"

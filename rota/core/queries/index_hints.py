@@ -20,7 +20,7 @@ part says ``state IN (...)`` (the partial index's predicate, which SQLite must
 see to use the index) and ``state = ?``; if SQLite takes the IN, whose several
 ranges are not in the listing's order, it reads and sorts the whole state.
 Which term it takes follows the statistics, and no plain form holds in every
-case (SQLite 3.40, measured in ``tests/test_listing_plans.py``):
+case (SQLite 3.40, measured in ``tests/core/test_listing_plans.py``):
 
 * bare terms: right without statistics, wrong once ``ANALYZE`` has seen a
   single state in the index (no job failed yet): both terms then look alike;
