@@ -159,7 +159,30 @@ def _libpq_hosts(url: URL) -> URL:
     if not items or any(not item for item in items):
         raise BadDatabaseSetting("the database URL's ?host= has an empty host name")
     pairs = [_host_port(item) for item in items]
-    ports = _query_list(url.query.get("port"))
+    ports = _ports_of(pairs, _query_list(url.query.get("port")))
+    for host, _ in pairs:
+        if not _HOST.match(host) or "," in host:
+            raise BadDatabaseSetting(
+                "the database URL's ?host= holds something that is not a host name or an "
+                "address (an IPv6 address with a port goes in brackets, like [::1]:5432)"
+            )
+    for port in ports:
+        if not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise BadDatabaseSetting("the database URL's ports must be numbers from 1 to 65535")
+    query = {k: v for k, v in url.query.items() if k not in ("host", "port")}
+    query["host"] = ",".join(host for host, _ in pairs)
+    if ports:
+        query["port"] = ",".join(ports)
+    return url.set(query=query)
+
+
+def _ports_of(pairs: list[tuple[str, str]], given: list[str]) -> list[str]:
+    """The ports of the hosts ``pairs`` (host, port or ""), or those ``given`` in ?port=.
+
+    One form only, a port for every host or none, and one port or one per host;
+    [] when no port is named.
+    """
+    ports = given
     if ports and any(port for _, port in pairs):
         raise BadDatabaseSetting(
             "the database URL gives ports both as host:port and in ?port=: use one form"
@@ -178,20 +201,7 @@ def _libpq_hosts(url: URL) -> URL:
             f"the database URL names {len(pairs)} hosts and {len(ports)} ports: give one "
             "port, or one per host"
         )
-    for host, _ in pairs:
-        if not _HOST.match(host) or "," in host:
-            raise BadDatabaseSetting(
-                "the database URL's ?host= holds something that is not a host name or an "
-                "address (an IPv6 address with a port goes in brackets, like [::1]:5432)"
-            )
-    for port in ports:
-        if not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise BadDatabaseSetting("the database URL's ports must be numbers from 1 to 65535")
-    query = {k: v for k, v in url.query.items() if k not in ("host", "port")}
-    query["host"] = ",".join(host for host, _ in pairs)
-    if ports:
-        query["port"] = ",".join(ports)
-    return url.set(query=query)
+    return ports
 
 
 def display_url(url: str | URL) -> str:

@@ -258,15 +258,7 @@ def _check_json(value: object, depth: int) -> None:
     if depth > ARGS_MAX_DEPTH:
         raise ValueError(f"args is nested deeper than {ARGS_MAX_DEPTH} levels")
     if isinstance(value, Mapping):
-        seen: set[str] = set()
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"args keys must be strings, got {type(key).__name__}")
-            text = check_text("an args key", key, None) or ""
-            if text in seen:  # distinct keys (str subclasses) that are one key in JSON
-                raise ValueError(f"args has the key {text[:100]!r} twice")
-            seen.add(text)
-            _check_json(item, depth + 1)
+        _check_json_object(value, depth)
     elif isinstance(value, list | tuple):
         for item in value:
             _check_json(item, depth + 1)
@@ -280,3 +272,15 @@ def _check_json(value: object, depth: int) -> None:
             raise ValueError("args holds an integer too large to store")
     elif value is not None and not isinstance(value, bool):
         raise ValueError(f"args holds a {type(value).__name__}, which is not JSON")
+
+
+def _check_json_object(value: Mapping[Any, object], depth: int) -> None:
+    seen: set[str] = set()
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ValueError(f"args keys must be strings, got {type(key).__name__}")
+        text = check_text("an args key", key, None) or ""
+        if text in seen:  # distinct keys (str subclasses) that are one key in JSON
+            raise ValueError(f"args has the key {text[:100]!r} twice")
+        seen.add(text)
+        _check_json(item, depth + 1)

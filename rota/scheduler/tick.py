@@ -145,14 +145,48 @@ def materialize_batch(
     assert clock is not None
     result.more_due = len(due) >= max_schedules  # maybe more rows than the batch took
     work = _Work()
-    budget = max_jobs
+    planned, more_due = _plan_schedules(conn, compiled, due, clock, max_jobs, skip_reason, work)
+    result.more_due = result.more_due or more_due
+
+    overlap_names = [
+        r.name for r, s, p in planned if p.jobs and s.overlap is not OverlapPolicy.ALLOW
+    ]
+    unfinished = unfinished_jobs_of_schedules(conn, overlap_names)
+    job_types = load_job_types(conn)
+    for row, spec, plan in planned:
+        mark = work.mark()
+        try:
+            _plan_rows(work, row, spec, plan, unfinished.get(row.name, []), job_types)
+        except Exception as exc:  # a stored value that cannot make a row (huge jitter...)
+            work.undo(mark)
+            _set_aside(work, row, clock, exc)
+
+    inserted = _insert(conn, work, {r.name: r for r in due}, clock)
+    _record_batch(conn, work, inserted, now, result)
+    return result, lambda: _log_batch(work, inserted, clock, metrics)
+
+
+def _plan_schedules(
+    conn: Connection,
+    compiled: CompiledSchedules,
+    due: Sequence[DueSchedule],
+    clock: datetime,
+    budget: int,
+    skip_reason: SkipReason,
+    work: _Work,
+) -> tuple[list[tuple[DueSchedule, ScheduleSpec, Plan]], bool]:
+    """Each due schedule's plan, until ``budget`` jobs are planned; True: more is due.
+
+    A schedule whose stored definition cannot be evaluated is set aside in ``work``.
+    """
+    more_due = False
     planned: list[tuple[DueSchedule, ScheduleSpec, Plan]] = []
     definitions = load_definitions(
         conn, [r.name for r in due if not compiled.knows(r.definition_hash)]
     )
     for row in due:
         if budget <= 0:
-            result.more_due = True
+            more_due = True
             break
         try:
             definition = definitions.get(row.name)
@@ -176,23 +210,21 @@ def materialize_batch(
         compiled.remember_next(row.definition_hash, plan.next)
         budget -= len(plan.jobs)
         if plan.next is not None and plan.next.instant <= clock:
-            result.more_due = True
+            more_due = True
         planned.append((row, spec, plan))
+    return planned, more_due
 
-    overlap_names = [
-        r.name for r, s, p in planned if p.jobs and s.overlap is not OverlapPolicy.ALLOW
-    ]
-    unfinished = unfinished_jobs_of_schedules(conn, overlap_names)
-    job_types = load_job_types(conn)
-    for row, spec, plan in planned:
-        mark = work.mark()
-        try:
-            _plan_rows(work, row, spec, plan, unfinished.get(row.name, []), job_types)
-        except Exception as exc:  # a stored value that cannot make a row (huge jitter...)
-            work.undo(mark)
-            _set_aside(work, row, clock, exc)
 
-    inserted = _insert(conn, work, {r.name: r for r in due}, clock)
+def _record_batch(
+    conn: Connection,
+    work: _Work,
+    inserted: set[uuid.UUID],
+    now: datetime | None,
+    result: TickResult,
+) -> None:
+    """After the insert: the ledger (a coalesced range names its job if it was made),
+    the replaced runs' cancels, the cursors (with each schedule's newest job), and the
+    counts in ``result``."""
     last_job: dict[str, uuid.UUID] = {}
     for job, pj in zip(work.jobs, work.planned, strict=True):
         assert job.schedule_name is not None
@@ -216,19 +248,21 @@ def materialize_batch(
     result.skipped = sum(s.count for s in work.skips if s.reason is not SkipReason.COALESCED)
     result.coalesced = sum(s.count for s in work.skips if s.reason is SkipReason.COALESCED)
 
-    def log_events() -> None:
-        if metrics is not None:
-            for job in work.jobs:
-                if job.job_id in inserted and job.scheduled_for is not None:
-                    late = (clock - job.scheduled_for).total_seconds()
-                    metrics.observe(SCHEDULER_DELAY, (str(job.schedule_name),), late)
-        for name, level, fields in work.events:
-            emit(log, name, level, **fields)
-        if log.isEnabledFor(logging.INFO):  # one event per occurrence, built only when logged
-            for job, pj in zip(work.jobs, work.planned, strict=True):
-                _log_occurrence(job, pj, job.job_id in inserted)
 
-    return result, log_events
+def _log_batch(
+    work: _Work, inserted: set[uuid.UUID], clock: datetime, metrics: MetricsRecorder | None
+) -> None:
+    """The batch's delays and events, once it has committed."""
+    if metrics is not None:
+        for job in work.jobs:
+            if job.job_id in inserted and job.scheduled_for is not None:
+                late = (clock - job.scheduled_for).total_seconds()
+                metrics.observe(SCHEDULER_DELAY, (str(job.schedule_name),), late)
+    for name, level, fields in work.events:
+        emit(log, name, level, **fields)
+    if log.isEnabledFor(logging.INFO):  # one event per occurrence, built only when logged
+        for job, pj in zip(work.jobs, work.planned, strict=True):
+            _log_occurrence(job, pj, job.job_id in inserted)
 
 
 def _log_occurrence(job: NewJob, pj: PlannedJob, made: bool) -> None:

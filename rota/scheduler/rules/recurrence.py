@@ -215,6 +215,18 @@ def _check_parts(text: str, params: dict[str, str]) -> int:
             raise RuleError(f"{bad} {name} cannot be used with FREQ={freq_name} (RFC 5545)")
         if name in _INT_LISTS:
             _check_int_list(bad, name, value)
+    _check_extent(bad, params, freq, freq_name)
+    if "WKST" in params and params["WKST"].upper() not in _WEEKDAYS:
+        raise RuleError(f"{bad} WKST must be one of {', '.join(_WEEKDAYS)}")
+    if "BYDAY" in params:
+        _check_byday(bad, params["BYDAY"], freq, "BYWEEKNO" in params)
+    if "BYSETPOS" in params and not any(n.startswith("BY") and n != "BYSETPOS" for n in params):
+        raise RuleError(f"{bad} BYSETPOS needs another BYxxx part to select from (RFC 5545)")
+    return freq
+
+
+def _check_extent(bad: str, params: dict[str, str], freq: int, freq_name: str) -> None:
+    """How long and how often the series runs: COUNT or UNTIL, and INTERVAL, in range."""
     if "COUNT" in params and "UNTIL" in params:
         raise RuleError(f"{bad} give COUNT or UNTIL, not both")
     if "COUNT" in params:
@@ -237,13 +249,6 @@ def _check_parts(text: str, params: dict[str, str]) -> int:
             )
         if not _UNTIL_VALUE.match(params["UNTIL"]):
             raise RuleError(f"{bad} UNTIL must be like 20261231 or 20261231T235959")
-    if "WKST" in params and params["WKST"].upper() not in _WEEKDAYS:
-        raise RuleError(f"{bad} WKST must be one of {', '.join(_WEEKDAYS)}")
-    if "BYDAY" in params:
-        _check_byday(bad, params["BYDAY"], freq, "BYWEEKNO" in params)
-    if "BYSETPOS" in params and not any(n.startswith("BY") and n != "BYSETPOS" for n in params):
-        raise RuleError(f"{bad} BYSETPOS needs another BYxxx part to select from (RFC 5545)")
-    return freq
 
 
 def _cut(value: str, limit: int = 20) -> str:
