@@ -108,7 +108,7 @@ class Heartbeat:
             if held.claimed.job_id in wanted:
                 held.cancel_requested = True
 
-    def beat_once(self, *, force: bool = False, now: datetime | None = None) -> int:
+    def beat_once(self, *, force: bool = False, now: datetime | None = None) -> int:  # noqa: C901 - one tick: each held job's timeout, expiry and cancel poll, then one renewal of all
         """One tick; ``force`` renews every held lease. Returns how many were renewed."""
         mono = time.monotonic()
         live: list[HeldJob] = []

@@ -45,7 +45,7 @@ def run_held_job(
         return _run(held, registry, rng, aio)
 
 
-def _run(
+def _run(  # noqa: C901 - a job's whole run in one try: type missing, reconcile hook, command, process or thread, each ending
     held: HeldJob, registry: HandlerRegistry, rng: random.Random, aio: EventLoopThread
 ) -> Finish | None:
     c = held.claimed
