@@ -1,8 +1,12 @@
 """Fixtures: a fresh, migrated database per test, on SQLite and on PostgreSQL.
 
 ``db_url`` is parametrised over both backends; every test that asks for it (or
-for ``engine``) runs twice. SQLite tests get a file under ``tmp_path``;
-PostgreSQL tests get their own database cloned from a migrated template.
+for ``engine``) runs twice. SQLite tests get a file under ``tmp_path``, copied
+from a template file migrated once per session; PostgreSQL tests get their own
+database cloned from a template database migrated once per session. Under
+pytest-xdist each worker has its own templates (its own base temp directory, a
+template database named for the worker), so workers share no file and no
+database.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from tests.support.db_support import (
     BACKENDS,
     admin_connection,
     cloned_pg_database,
-    migrated_sqlite_url,
+    migrated_sqlite_template,
     sqlalchemy_url,
+    sqlite_copy_url,
 )
-from tests.support.executor_support import Executors, alive
+from tests.support.executor_support import Executors, StartExecutor, alive, running_executors
 from tests.support.pgserver_setup import find_postgres
 
 
@@ -53,6 +58,12 @@ def pg_template(pg_admin_url: str) -> Iterator[str]:
     yield name
     with admin_connection(pg_admin_url) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file, copied for each SQLite test (this worker's own)."""
+    return migrated_sqlite_template(tmp_path_factory.mktemp("sqlite-template") / "rota.db")
 
 
 @pytest.fixture
@@ -81,7 +92,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """The URL of a fresh, migrated database on the parametrised backend."""
     if backend == "sqlite":
-        return migrated_sqlite_url(tmp_path / "rota.db")
+        return sqlite_copy_url(request.getfixturevalue("sqlite_template"), tmp_path / "rota.db")
     return str(request.getfixturevalue("fresh_pg_url"))
 
 
@@ -120,6 +131,15 @@ def _restore_logging() -> Iterator[None]:
         root.removeHandler(handler)
     root.setLevel(level)
     threading.excepthook, warnings.showwarning = hook, showwarning
+
+
+@pytest.fixture
+def start_executor(engine: Engine) -> Iterator[StartExecutor]:
+    """``start_executor(**options)`` runs an in-process Executor on ``engine`` in a
+    thread (``poll_interval`` 0.05 s, ``sweep_interval`` 0.2 s unless given); every one
+    started is stopped at the end."""
+    with running_executors(engine) as start:
+        yield start
 
 
 @pytest.fixture

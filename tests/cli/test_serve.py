@@ -130,13 +130,12 @@ schedules: {}
 @pytest.mark.slow
 def test_rota_run_serves_the_api_by_default(tmp_path: Path) -> None:
     (tmp_path / "schedules.yaml").write_text(SCHEDULE)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = subprocess_env(sqlite_url(tmp_path))
     env["PYTHONPATH"] = str(REPO_ROOT)
-    with process(rota_cmd("run", "--serve-port", str(port)), env, tmp_path) as (proc, _):
-        base = f"http://127.0.0.1:{port}"
+    # port 0: the port it took is in its serve_started line (a port probed free and
+    # released could be taken meanwhile by another test's server)
+    with process(rota_cmd("run", "--serve-port", "0"), env, tmp_path) as (proc, out):
+        base = f"http://127.0.0.1:{port_of(out, proc)}"
         wait_healthy(base, timeout=60, proc=proc)
         with httpx.Client(base_url=base) as client:
             r = client.post("/jobs", json={"job_type": "hello"})
@@ -193,12 +192,16 @@ def test_rota_run_goes_on_without_serving_when_the_port_is_busy(tmp_path: Path) 
 @pytest.mark.slow
 def test_rota_run_no_serve_binds_nothing(tmp_path: Path) -> None:
     (tmp_path / "schedules.yaml").write_text(SCHEDULE)
+    # The port stays bound here, never listening (a connection is refused): no other
+    # test's server can take it meanwhile, and a rota run that tried to serve on it
+    # would say serve_skipped.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    args = rota_cmd("run", "--no-serve", "--serve-port", str(port))
-    with process(args, subprocess_env(sqlite_url(tmp_path)), tmp_path) as (_, out):
-        wait_for(lambda: "event=run_started" in out.text(), timeout=60, what="run to start")
-        with pytest.raises(httpx.ConnectError):
-            httpx.get(f"http://127.0.0.1:{port}/healthz")
-        assert "serve_started" not in out.text()
+        args = rota_cmd("run", "--no-serve", "--serve-port", str(port))
+        with process(args, subprocess_env(sqlite_url(tmp_path)), tmp_path) as (_, out):
+            wait_for(lambda: "event=run_started" in out.text(), timeout=60, what="run to start")
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(f"http://127.0.0.1:{port}/healthz")
+            assert "serve_started" not in out.text()
+            assert "serve_skipped" not in out.text()

@@ -9,6 +9,7 @@ of the three spellings accepted; the chaos soak's ``--failover`` relies on it.
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -21,11 +22,14 @@ from rota.core.database import BadDatabaseSetting, display_url, make_engine, par
 SECRET = "S3cretPassw0rd"
 
 
-def _dead_port() -> int:
-    """A port nothing listens on (bound and released: refused at once)."""
+@pytest.fixture
+def dead_port() -> Iterator[int]:
+    """A port nothing listens on: bound for the whole test, never listening, so a
+    connection is refused at once and no other process (another xdist worker) can
+    take it meanwhile."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        yield int(s.getsockname()[1])
 
 
 def _spellings(dead: int, live: int, db: str) -> list[str]:
@@ -85,12 +89,14 @@ def test_a_bad_host_list_is_refused_without_the_password(
     assert "Traceback" not in out + err
 
 
-def test_the_engine_and_a_listen_connection_reach_the_live_host(pg_admin_url: str) -> None:
+def test_the_engine_and_a_listen_connection_reach_the_live_host(
+    pg_admin_url: str, dead_port: int
+) -> None:
     """The first host refuses; both connections go on to the second, the writable one."""
     admin = make_url(pg_admin_url)
     assert admin.port is not None and admin.database is not None
     user = admin.username or "postgres"
-    for url in _spellings(_dead_port(), admin.port, admin.database):
+    for url in _spellings(dead_port, admin.port, admin.database):
         url = url.replace(f"u:{SECRET}@", f"{user}@")
         engine = make_engine(url)
         try:

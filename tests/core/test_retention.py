@@ -30,7 +30,14 @@ from rota.operations.schedules import backfill, pause, resume, trigger
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.scheduler.service import SchedulerService
-from tests.support.executor_support import add_jobs, claim_as, job_type, store_types, wait_for
+from tests.support.executor_support import (
+    add_jobs,
+    claim_as,
+    job_type,
+    run_in_thread,
+    store_types,
+    wait_for,
+)
 from tests.support.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, spec
 
 DAY = timedelta(days=1)
@@ -404,10 +411,7 @@ def test_an_idle_executor_prunes_by_the_stored_retention(engine: Engine) -> None
     store_types(engine, short, long)
     gone = add_jobs(engine, short, 5)
     kept = add_jobs(engine, long, 5)
-    ex = Executor(engine, poll_interval=0.05, prune_interval=0.1)
-    stop = threading.Event()
-    thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
-    thread.start()
+    _ex, stop, thread = run_in_thread(engine, poll_interval=0.05, prune_interval=0.1)
     try:
         wait_for(lambda: count(engine) == 5, what="the short-lived jobs to be pruned")
     finally:
@@ -502,10 +506,7 @@ def test_an_executor_that_never_goes_idle_still_prunes_once_a_pass_is_overdue(
     old = add_jobs(engine, t, 300, run_after=T0 - DAY)
     finish(engine, old, JobState.SUCCEEDED, T0)  # finished long ago: all due for pruning
     backlog = add_jobs(engine, busy, 800, args={"seconds": 0.05})  # 20 s at 2 at a time
-    ex = Executor(engine, concurrency=2, poll_interval=0.05, prune_interval=0.1)
-    stop = threading.Event()
-    thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
-    thread.start()
+    _ex, stop, thread = run_in_thread(engine, concurrency=2, poll_interval=0.05, prune_interval=0.1)
     try:
         wait_for(lambda: count(engine) == len(backlog), what="the old jobs to be pruned")
         queued = sum(s == "QUEUED" for s in _states(engine, backlog))
@@ -586,10 +587,7 @@ def _prune_failing_as(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
                     for i in (1, 2, 3)
                 ],
             )
-        ex = Executor(engine, poll_interval=0.05, prune_interval=0.05)
-        stop = threading.Event()
-        thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
-        thread.start()
+        _ex, stop, thread = run_in_thread(engine, poll_interval=0.05, prune_interval=0.05)
         try:
             wait_for(
                 lambda: count(engine, schedule_skips) == 2 or not thread.is_alive(),

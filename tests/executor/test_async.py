@@ -5,49 +5,34 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
-from rota.core.config import Backoff
 from rota.core.queries.jobs_control import request_cancel
-from rota.executor.service import Executor
 from tests.support.executor_support import (
+    FAST_RETRY,
+    SLOW_RETRY,
+    StartExecutor,
     add_jobs,
     attempt_rows,
     job_row,
     job_type,
-    running_executors,
+    lines,
+    run_in_thread,
+    state_is,
     states,
     store_types,
     wait_for,
 )
 
 A = "tests.handlers.coroutines"
-SLOW_RETRY = Backoff(base=timedelta(hours=1), max=timedelta(hours=1))
-FAST_RETRY = Backoff(base=timedelta(milliseconds=10), max=timedelta(milliseconds=20))
-
-
-@pytest.fixture
-def run_executor(engine: Engine) -> Iterator[Callable[..., Executor]]:
-    with running_executors(engine) as start:
-        yield start
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def state_is(engine: Engine, job_id: uuid.UUID, state: str) -> Callable[[], bool]:
-    return lambda: job_row(engine, job_id)["state"] == state
 
 
 def test_coroutine_handlers_run_on_one_event_loop_with_their_context(
-    engine: Engine, run_executor: Callable[..., Executor], tmp_path: Path
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
 ) -> None:
     out = tmp_path / "ran.jsonl"
     spec = job_type("co", handler=f"{A}:record_context")
@@ -55,7 +40,7 @@ def test_coroutine_handlers_run_on_one_event_loop_with_their_context(
     ids = [
         add_jobs(engine, spec, args={"file": str(out), "n": n, "sleep": 0.2})[0] for n in range(4)
     ]
-    run_executor(concurrency=4)
+    start_executor(concurrency=4)
     wait_for(lambda: set(states(engine, ids).values()) == {"SUCCEEDED"}, what="SUCCEEDED")
     seen = [json.loads(x) for x in lines(out)]
     assert sorted(s["args_n"] for s in seen) == [0, 1, 2, 3]  # each ran, once
@@ -67,7 +52,7 @@ def test_coroutine_handlers_run_on_one_event_loop_with_their_context(
 
 
 def test_coroutine_outcomes_are_those_of_plain_handlers(
-    engine: Engine, run_executor: Callable[..., Executor]
+    engine: Engine, start_executor: StartExecutor
 ) -> None:
     result = job_type("result", handler=f"{A}:result_ref")
     flaky = job_type("flaky", handler=f"{A}:retryable", backoff=SLOW_RETRY)
@@ -78,7 +63,7 @@ def test_coroutine_outcomes_are_those_of_plain_handlers(
     (f_id,) = add_jobs(engine, flaky)
     (w_id,) = add_jobs(engine, wrong)
     (c_id,) = add_jobs(engine, returns_coro)
-    run_executor()
+    start_executor()
     wait_for(state_is(engine, r_id, "SUCCEEDED"), what="SUCCEEDED")
     assert job_row(engine, r_id)["result_ref"] == f"s3://results/{r_id}.json"
     wait_for(state_is(engine, c_id, "SUCCEEDED"), what="the returned coroutine awaited")
@@ -92,7 +77,7 @@ def test_coroutine_outcomes_are_those_of_plain_handlers(
 
 
 def test_a_timed_out_coroutine_is_cancelled(
-    engine: Engine, run_executor: Callable[..., Executor], tmp_path: Path
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
 ) -> None:
     out = tmp_path / "log.txt"
     spec = job_type(
@@ -103,7 +88,7 @@ def test_a_timed_out_coroutine_is_cancelled(
     )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    run_executor()
+    start_executor()
     wait_for(state_is(engine, job_id, "RETRY_WAIT"), what="RETRY_WAIT")
     assert job_row(engine, job_id)["last_error_code"] == "TIMEOUT"
     wait_for(lambda: lines(out) == ["started", "cancelled"], what="the task cancelled")
@@ -115,7 +100,7 @@ def test_a_timed_out_coroutine_is_cancelled(
 )
 def test_cancelling_a_running_coroutine(
     engine: Engine,
-    run_executor: Callable[..., Executor],
+    start_executor: StartExecutor,
     tmp_path: Path,
     handler: str,
     last_line: str,
@@ -124,7 +109,7 @@ def test_cancelling_a_running_coroutine(
     spec = job_type("long", handler=f"{A}:{handler}")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    run_executor()
+    start_executor()
     wait_for(lambda: lines(out), what="the handler to start")
     with engine.begin() as conn:
         request_cancel(conn, job_id)
@@ -138,10 +123,7 @@ def test_shutdown_cancels_and_releases_a_running_coroutine(engine: Engine, tmp_p
     spec = job_type("long", handler=f"{A}:awaits_forever")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    ex = Executor(engine, poll_interval=0.05, drain_timeout=0.2)
-    stop = threading.Event()
-    t = threading.Thread(target=ex.run, args=(stop,))
-    t.start()
+    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, drain_timeout=0.2, daemon=False)
     wait_for(lambda: lines(out), what="the handler to start")
     stop.set()
     t.join(10)
@@ -153,7 +135,7 @@ def test_shutdown_cancels_and_releases_a_running_coroutine(engine: Engine, tmp_p
 
 
 def test_a_coroutine_reconcile_hook_is_awaited(
-    engine: Engine, run_executor: Callable[..., Executor], tmp_path: Path
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
 ) -> None:
     out = tmp_path / "runs.txt"
     spec = job_type(
@@ -165,7 +147,7 @@ def test_a_coroutine_reconcile_hook_is_awaited(
     )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    run_executor()
+    start_executor()
     wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     assert lines(out) == ["reconcile 2"]
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["AMBIGUOUS", "RECONCILED"]

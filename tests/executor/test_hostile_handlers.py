@@ -25,10 +25,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from rota.core.config import Backoff, JobTypeSpec
+from rota.core.config import JobTypeSpec
 from rota.core.storable import ERROR_CODE_MAX, ERROR_DETAIL_MAX
 from tests.support.executor_support import (
     REPO_ROOT,
+    SLOW_RETRY,
     add_jobs,
     attempt_rows,
     job_row,
@@ -41,7 +42,6 @@ from tests.support.executor_support import (
 )
 
 H = "tests.handlers.hostile"
-SLOW_RETRY = Backoff(base=timedelta(hours=1), max=timedelta(hours=1))
 TEN_MB = 10 * 1024 * 1024
 
 

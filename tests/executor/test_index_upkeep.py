@@ -10,7 +10,6 @@ terminating its server process (SIGTERM), as a crash or a failover would.
 from __future__ import annotations
 
 import logging
-import socket
 import subprocess
 import sys
 import threading
@@ -59,8 +58,8 @@ def wait_for_a_waiting_rebuild(watch: psycopg.Connection[Any]) -> None:
     wait_until(
         lambda: (
             watch.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX INDEX CONCURRENTLY%%' "
-                "AND wait_event_type = 'Lock'"
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query LIKE 'REINDEX INDEX CONCURRENTLY%%' AND wait_event_type = 'Lock'"
             ).fetchone()
             is not None
         )
@@ -312,7 +311,8 @@ def test_stop_cancels_a_rebuild_under_way(pg: Engine, caplog: pytest.LogCaptureF
         assert r._thread is not None and not r._thread.is_alive()
         assert (
             watch.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'REINDEX%%' AND state = 'active'"
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query LIKE 'REINDEX%%' AND state = 'active'"
             ).fetchone()
             is None
         )
@@ -335,20 +335,26 @@ def test_stop_returns_when_the_network_went_silent_during_a_rebuild(
         if url.host
         else f"{url.query['host']}/.s.PGSQL.{url.query.get('port', '5432')}"
     )
-    port = free_port()
     flag = tmp_path / "silent"
     proxy = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.frozen_proxy", str(port), upstream, str(flag)],
+        [sys.executable, "-m", "tests.support.frozen_proxy", "0", upstream, str(flag)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
+    try:
+        assert proxy.stdout is not None
+        said, port = proxy.stdout.readline().split()  # "listening PORT": the port it took
+        assert said == "listening"
+    except BaseException:
+        proxy.kill()
+        proxy.wait()
+        raise
     through = make_engine(
-        url.set(host="127.0.0.1", port=port, query={}).render_as_string(hide_password=False)
+        url.set(host="127.0.0.1", port=int(port), query={}).render_as_string(hide_password=False)
     )
     direct = libpq_dsn(pg)
     try:
-        assert proxy.stdout is not None and proxy.stdout.readline().strip() == "listening"
         with psycopg.connect(direct) as holder, psycopg.connect(direct, autocommit=True) as w:
             hold_snapshot(holder)
             r = reindexer(through, first_check=0.0)
@@ -470,9 +476,3 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.02)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -15,8 +15,6 @@ import logging
 import os
 import signal
 import subprocess
-import threading
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,45 +22,33 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from rota.core.config import Backoff, Isolation, JobTypeSpec
+from rota.core.config import Isolation, JobTypeSpec
 from rota.core.queries.jobs_control import request_cancel
-from rota.executor.service import Executor
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from tests.support import executor_support as support
 from tests.support.executor_support import (
+    FAST_RETRY,
+    SLOW_RETRY,
+    StartExecutor,
     add_jobs,
     alive,
     attempt_rows,
     job_row,
     job_type,
-    running_executors,
+    lines,
+    run_in_thread,
+    state_is,
     store_types,
     wait_for,
 )
 
 H = "tests.handlers.lifecycle"
-SLOW_RETRY = Backoff(base=timedelta(hours=1), max=timedelta(hours=1))
-StartExecutor = Callable[..., Executor]
-
-
-@pytest.fixture
-def start_executor(engine: Engine) -> Iterator[StartExecutor]:
-    with running_executors(engine) as start:
-        yield start
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def isolated(name: str, handler: str, **kwargs: Any) -> JobTypeSpec:
     kwargs.setdefault("backoff", SLOW_RETRY)
     return job_type(name, handler=f"{H}:{handler}", isolation=Isolation.PROCESS, **kwargs)
-
-
-def state_is(engine: Engine, job_id: Any, *wanted: str) -> Callable[[], bool]:
-    return lambda: job_row(engine, job_id)["state"] in wanted
 
 
 # -- the field --------------------------------------------------------------
@@ -255,10 +241,7 @@ def test_shutdown_kills_the_child_then_releases_the_job(
     spec = isolated("blind", "pid_then_wait")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out), "seconds": 3600})
-    ex = Executor(engine, poll_interval=0.05, drain_timeout=0.1)
-    stop = threading.Event()
-    t = threading.Thread(target=ex.run, args=(stop,))
-    t.start()
+    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, drain_timeout=0.1, daemon=False)
     wait_for(lambda: lines(out), timeout=20, what="the handler to start")
     pid = int(lines(out)[0].split()[1])
     pids.append(pid)
@@ -315,7 +298,7 @@ def test_the_reconcile_hook_runs_in_a_child_too(
         handler="tests.handlers.plain:ambiguous_first",
         reconcile="tests.handlers.plain:reconcile_done",
         isolation=Isolation.PROCESS,
-        backoff=Backoff(base=timedelta(milliseconds=10), max=timedelta(milliseconds=20)),
+        backoff=FAST_RETRY,
     )
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})

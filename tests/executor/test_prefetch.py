@@ -13,25 +13,30 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
 from rota.core.config import JobTypeSpec
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
-from rota.executor.service import Executor
-from tests.support.executor_support import attempt_rows, job_row, job_type, store_types, wait_for
+from tests.support.executor_support import (
+    InThread,
+    attempt_rows,
+    job_row,
+    job_type,
+    lines,
+    run_in_thread,
+    store_types,
+    wait_for,
+)
 
 H = "tests.handlers.prefetch"
 
 
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
 @pytest.fixture
-def running(engine: Engine) -> Iterator[list[tuple[Executor, threading.Event, threading.Thread]]]:
-    started: list[tuple[Executor, threading.Event, threading.Thread]] = []
+def running(engine: Engine) -> Iterator[list[InThread]]:
+    started: list[InThread] = []
     yield started
     for _, stop, _ in started:
         stop.set()
@@ -39,17 +44,9 @@ def running(engine: Engine) -> Iterator[list[tuple[Executor, threading.Event, th
         t.join(15)
 
 
-def start(
-    engine: Engine,
-    running: list[tuple[Executor, threading.Event, threading.Thread]],
-    **kwargs: object,
-) -> tuple[Executor, threading.Event, threading.Thread]:
-    ex = Executor(engine, poll_interval=0.05, **kwargs)  # type: ignore[arg-type]
-    stop = threading.Event()
-    t = threading.Thread(target=ex.run, args=(stop,), daemon=True)
-    t.start()
-    running.append((ex, stop, t))
-    return ex, stop, t
+def start(engine: Engine, running: list[InThread], **kwargs: Any) -> InThread:
+    running.append(run_in_thread(engine, poll_interval=0.05, **kwargs))
+    return running[-1]
 
 
 def insert_at_once(
@@ -75,7 +72,7 @@ def warm_up(engine: Engine, spec: JobTypeSpec, log: Path) -> None:
 def test_shutdown_hands_prefetched_jobs_back_at_once_with_no_attempt_spent(
     engine: Engine,
     tmp_path: Path,
-    running: list[tuple[Executor, threading.Event, threading.Thread]],
+    running: list[InThread],
 ) -> None:
     log, go = tmp_path / "log.txt", tmp_path / "go"
     long = job_type("long", handler=f"{H}:until_file")
@@ -114,7 +111,7 @@ def test_shutdown_hands_prefetched_jobs_back_at_once_with_no_attempt_spent(
 def test_a_prefetched_jobs_timeout_counts_from_its_handlers_start(
     engine: Engine,
     tmp_path: Path,
-    running: list[tuple[Executor, threading.Event, threading.Thread]],
+    running: list[InThread],
 ) -> None:
     log, go = tmp_path / "log.txt", tmp_path / "go"
     long = job_type("long", handler=f"{H}:until_file")
@@ -137,7 +134,7 @@ def test_a_prefetched_jobs_timeout_counts_from_its_handlers_start(
 def test_long_jobs_are_not_prefetched(
     engine: Engine,
     tmp_path: Path,
-    running: list[tuple[Executor, threading.Event, threading.Thread]],
+    running: list[InThread],
 ) -> None:
     log, go = tmp_path / "log.txt", tmp_path / "go"
     long = job_type("long", handler=f"{H}:until_file")

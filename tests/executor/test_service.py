@@ -6,10 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,57 +15,30 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from rota.core.config import Backoff, JobTypeSpec
+from rota.core.config import JobTypeSpec
 from rota.core.queries.jobs_control import request_cancel
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.queries.jobs_lease import sweep_expired_leases
 from rota.core.tables import jobs
 from rota.executor.service import Executor
 from tests.support.executor_support import (
+    FAST_RETRY,
+    SLOW_RETRY,
+    StartExecutor,
     add_jobs,
     attempt_rows,
     claim_as,
     job_row,
     job_type,
+    lines,
+    run_in_thread,
+    state_is,
     states,
     store_types,
     wait_for,
 )
 
 H = "tests.handlers.plain"
-FAST_RETRY = Backoff(base=timedelta(milliseconds=10), max=timedelta(milliseconds=20))
-SLOW_RETRY = Backoff(base=timedelta(hours=1), max=timedelta(hours=1))
-
-StartExecutor = Callable[..., Executor]
-
-
-@pytest.fixture
-def start_executor(engine: Engine) -> Iterator[StartExecutor]:
-    running: list[tuple[Executor, threading.Event, threading.Thread]] = []
-
-    def start(**kwargs: Any) -> Executor:
-        kwargs.setdefault("poll_interval", 0.05)
-        kwargs.setdefault("sweep_interval", 0.2)
-        ex = Executor(engine, **kwargs)
-        stop = threading.Event()
-        t = threading.Thread(target=ex.run, args=(stop,), daemon=True)
-        t.start()
-        running.append((ex, stop, t))
-        return ex
-
-    yield start
-    for _, stop, _t in running:
-        stop.set()
-    for _, _, t in running:
-        t.join(15)
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def in_state(engine: Engine, job_id: uuid.UUID, *wanted: str) -> Callable[[], bool]:
-    return lambda: job_row(engine, job_id)["state"] in wanted
 
 
 def events(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -94,7 +64,7 @@ def test_success_gives_the_handler_its_context(
         covers_count=3,
     )
     start_executor()
-    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     (seen,) = [json.loads(x) for x in lines(out)]
     assert seen == {
         "job_id": str(job_id),
@@ -121,8 +91,8 @@ def test_a_returned_string_is_stored_as_the_result_ref(
     (job_id,) = add_jobs(engine, spec)
     (plain_id,) = add_jobs(engine, plain)
     start_executor()
-    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
-    wait_for(in_state(engine, plain_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(state_is(engine, plain_id, "SUCCEEDED"), what="SUCCEEDED")
     assert job_row(engine, job_id)["result_ref"] == f"s3://results/{job_id}.csv"
     assert job_row(engine, plain_id)["result_ref"] is None
 
@@ -142,7 +112,7 @@ def test_error_kinds(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
-    wait_for(in_state(engine, job_id, state), what=state)
+    wait_for(state_is(engine, job_id, state), what=state)
     row = job_row(engine, job_id)
     assert row["last_error_code"] == code
     assert handler in row["last_error_detail"]  # the traceback tail names the handler
@@ -156,7 +126,7 @@ def test_retries_until_attempts_run_out(engine: Engine, start_executor: StartExe
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
-    wait_for(in_state(engine, job_id, "FAILED"), what="FAILED")
+    wait_for(state_is(engine, job_id, "FAILED"), what="FAILED")
     row = job_row(engine, job_id)
     assert row["attempt_count"] == 3 and row["last_error_code"] == "FLAKY"
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["RETRY", "RETRY", "FAILED"]
@@ -169,7 +139,7 @@ def test_ambiguous_without_hook_waits_for_a_person(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
-    wait_for(in_state(engine, job_id, "FAILED"), what="FAILED")
+    wait_for(state_is(engine, job_id, "FAILED"), what="FAILED")
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "NEEDS_RECONCILE" and row["needs_reconcile"] is True
     assert "MAYBE_CHARGED" in row["last_error_detail"]
@@ -186,7 +156,7 @@ def test_ambiguous_idempotent_job_without_hook_is_retried(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
     start_executor()
-    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     row = job_row(engine, job_id)
     assert row["needs_reconcile"] is False and row["attempt_count"] == 2
     assert lines(out) == ["ran 2"]
@@ -201,7 +171,7 @@ def test_ambiguous_idempotent_job_fails_with_its_code_when_attempts_run_out(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
-    wait_for(in_state(engine, job_id, "FAILED"), what="FAILED")
+    wait_for(state_is(engine, job_id, "FAILED"), what="FAILED")
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "MAYBE_CHARGED" and row["needs_reconcile"] is False
     assert [a["outcome"] for a in attempt_rows(engine, job_id)] == ["AMBIGUOUS", "AMBIGUOUS"]
@@ -219,7 +189,7 @@ def test_a_flagged_idempotent_job_without_hook_simply_runs(
     with engine.begin() as conn:
         conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(needs_reconcile=True))
     start_executor()
-    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     assert len(lines(out)) == 1 and job_row(engine, job_id)["needs_reconcile"] is False
 
 
@@ -235,7 +205,7 @@ def test_reconcile_hook_decides_the_next_attempt(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
     start_executor()
-    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     row = job_row(engine, job_id)
     assert row["needs_reconcile"] is False and row["attempt_count"] == 2
     outcomes = [a["outcome"] for a in attempt_rows(engine, job_id)]
@@ -261,7 +231,7 @@ def test_expired_lease_of_non_idempotent_job_is_not_rerun_blindly(
         sweep_expired_leases(conn)
     assert job_row(engine, job_id)["needs_reconcile"] is True
     start_executor()
-    wait_for(in_state(engine, job_id, "FAILED"), what="FAILED")
+    wait_for(state_is(engine, job_id, "FAILED"), what="FAILED")
     assert job_row(engine, job_id)["last_error_code"] == "NEEDS_RECONCILE"
     assert lines(out) == []
 
@@ -280,7 +250,7 @@ def test_python_timeout_is_ambiguous_and_its_late_result_is_dropped(
     out = tmp_path / "woke.txt"
     (job_id,) = add_jobs(engine, spec, args={"seconds": 1.5, "file": str(out)})
     start_executor()
-    wait_for(in_state(engine, job_id, "FAILED"), what="FAILED")
+    wait_for(state_is(engine, job_id, "FAILED"), what="FAILED")
     assert lines(out) == []  # written off at the timeout, while the thread still sleeps
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "NEEDS_RECONCILE" and "TIMEOUT" in row["last_error_detail"]
@@ -297,7 +267,7 @@ def test_timeout_of_an_idempotent_job_without_hook_is_retried(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"seconds": 1.0})
     start_executor()
-    wait_for(in_state(engine, job_id, "RETRY_WAIT"), what="RETRY_WAIT")
+    wait_for(state_is(engine, job_id, "RETRY_WAIT"), what="RETRY_WAIT")
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "TIMEOUT" and row["needs_reconcile"] is False
     assert attempt_rows(engine, job_id)[0]["outcome"] == "AMBIGUOUS"
@@ -316,7 +286,7 @@ def test_timeout_with_hook_goes_to_retry_wait(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"seconds": 1.0})
     start_executor()
-    wait_for(in_state(engine, job_id, "RETRY_WAIT"), what="RETRY_WAIT")
+    wait_for(state_is(engine, job_id, "RETRY_WAIT"), what="RETRY_WAIT")
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "TIMEOUT" and row["needs_reconcile"] is True
 
@@ -334,7 +304,7 @@ def test_command_handler_gets_its_job_in_env(
     instant = datetime(2026, 1, 1, tzinfo=UTC)
     (job_id,) = add_jobs(engine, spec, args={"x": 1}, payload_ref="p", scheduled_for=instant)
     start_executor()
-    wait_for(in_state(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     assert out.read_text() == f'{job_id}|1|{{"x": 1}}|p|2026-01-01T00:00:00Z'
 
 
@@ -347,7 +317,7 @@ def test_command_exit_status_is_a_retryable_code(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
-    wait_for(in_state(engine, job_id, "RETRY_WAIT"), what="RETRY_WAIT")
+    wait_for(state_is(engine, job_id, "RETRY_WAIT"), what="RETRY_WAIT")
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "EXIT_3" and "broken" in row["last_error_detail"]
 
@@ -374,7 +344,7 @@ def test_command_timeout_kills_the_process_group(
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
-    wait_for(in_state(engine, job_id, "FAILED"), what="FAILED")
+    wait_for(state_is(engine, job_id, "FAILED"), what="FAILED")
     assert "TIMEOUT" in job_row(engine, job_id)["last_error_detail"]
     child = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip()))
     wait_for(lambda: not _alive(child), what="the grandchild to be killed")
@@ -399,7 +369,7 @@ def test_cancel_running_python_handler(
     assert (row["progress_done"], row["progress_total"]) == (1, 3)
     with engine.begin() as conn:
         request_cancel(conn, job_id)
-    wait_for(in_state(engine, job_id, "CANCELLED"), what="CANCELLED")
+    wait_for(state_is(engine, job_id, "CANCELLED"), what="CANCELLED")
     assert lines(out)[-1].startswith("stopped JobCancelled")
     assert attempt_rows(engine, job_id)[-1]["outcome"] == "CANCELLED"
     wait_for(lambda: "cancelled" in events(caplog), what="cancelled event")
@@ -418,7 +388,7 @@ def test_cancel_reaches_the_handler_long_before_the_next_renewal(
     time.sleep(1.5)  # past the first cancel poll: the next one must find the request
     with engine.begin() as conn:
         request_cancel(conn, job_id)
-    wait_for(in_state(engine, job_id, "CANCELLED"), timeout=10, what="CANCELLED")
+    wait_for(state_is(engine, job_id, "CANCELLED"), timeout=10, what="CANCELLED")
     assert lines(out)[-1].startswith("stopped JobCancelled")
 
 
@@ -427,10 +397,10 @@ def test_cancel_running_command(engine: Engine, start_executor: StartExecutor) -
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
     start_executor()
-    wait_for(in_state(engine, job_id, "RUNNING"), what="RUNNING")
+    wait_for(state_is(engine, job_id, "RUNNING"), what="RUNNING")
     with engine.begin() as conn:
         request_cancel(conn, job_id)
-    wait_for(in_state(engine, job_id, "CANCELLED"), timeout=5, what="CANCELLED")
+    wait_for(state_is(engine, job_id, "CANCELLED"), timeout=5, what="CANCELLED")
 
 
 def test_lost_lease_stops_the_handler_and_reports_nothing(
@@ -496,10 +466,7 @@ def test_shutdown_releases_what_does_not_finish(
     spec = job_type("long", handler=f"{H}:until_stopped")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    ex = Executor(engine, poll_interval=0.05, drain_timeout=0.2)
-    stop = threading.Event()
-    t = threading.Thread(target=ex.run, args=(stop,))
-    t.start()
+    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, drain_timeout=0.2, daemon=False)
     wait_for(lambda: lines(out), what="the handler to start")
     stop.set()
     t.join(10)
@@ -517,10 +484,7 @@ def test_shutdown_lets_running_jobs_finish_within_the_drain_timeout(
     spec = job_type("s", handler=f"{H}:finish_after")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"seconds": 0.5, "file": str(out)})
-    ex = Executor(engine, poll_interval=0.05, drain_timeout=10)
-    stop = threading.Event()
-    t = threading.Thread(target=ex.run, args=(stop,))
-    t.start()
+    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, drain_timeout=10, daemon=False)
     wait_for(lambda: lines(out), what="the handler to start")
     stop.set()
     t.join(15)
@@ -535,7 +499,7 @@ def test_new_job_wakes_an_idle_executor(engine: Engine, start_executor: StartExe
     wait_for(lambda: ex.claim_rounds >= 1, what="the executor to go idle")
     t0 = time.monotonic()
     (job_id,) = add_jobs(engine, spec)
-    wait_for(in_state(engine, job_id, "SUCCEEDED"), timeout=5, what="SUCCEEDED")
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), timeout=5, what="SUCCEEDED")
     assert time.monotonic() - t0 < 5
 
 
@@ -553,13 +517,13 @@ def test_a_job_due_before_where_the_claims_start_waits_no_poll(
     ex._scan_starts.rescan = 3.0  # wide enough that the enqueue below lands inside it
     wait_for(lambda: ex.claim_rounds >= 1, what="the executor to go idle")
     (first,) = add_jobs(engine, spec)
-    wait_for(in_state(engine, first, "SUCCEEDED"), timeout=5, what="the first job")
+    wait_for(state_is(engine, first, "SUCCEEDED"), timeout=5, what="the first job")
     now = datetime.now(UTC)
     new = [NewJob.of_type(spec, run_after=now - timedelta(minutes=1)), NewJob.of_type(spec)]
     with engine.begin() as conn:
         insert_jobs_or_skip(conn, new)
     early, late = (j.job_id for j in new)
-    wait_for(in_state(engine, early, "SUCCEEDED"), timeout=10, what="the early job")
+    wait_for(state_is(engine, early, "SUCCEEDED"), timeout=10, what="the early job")
     if engine.dialect.name == "postgresql":  # the start hid it: the later job went first
         assert job_row(engine, late)["started_at"] < job_row(engine, early)["started_at"]
 

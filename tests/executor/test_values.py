@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import OperationalError
 
-from rota.core.config import Backoff, JobTypeSpec
+from rota.core.config import JobTypeSpec
 from rota.core.database import make_engine
 from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.queries.jobs_outcome import Finish
@@ -40,12 +40,13 @@ from rota.executor.service import Executor
 from rota.executor.transactions import LoopConnection, refused_for_its_values
 from rota.executor.writer import OutcomeWriter
 from tests.support.executor_support import (
+    SLOW_RETRY,
+    StartExecutor,
     add_jobs,
     attempt_rows,
     claim_as,
     job_row,
     job_type,
-    running_executors,
     states,
     store_types,
     wait_for,
@@ -53,13 +54,6 @@ from tests.support.executor_support import (
 
 H = "tests.handlers.hostile"
 OWNER = "test:1:values"
-SLOW_RETRY = Backoff(base=timedelta(hours=1), max=timedelta(hours=1))
-
-
-@pytest.fixture
-def run_executor(engine: Engine) -> Iterator[Callable[..., Executor]]:
-    with running_executors(engine) as start:
-        yield start
 
 
 def refuse_in_database(engine: Engine, column: str, value: str) -> None:
@@ -144,7 +138,7 @@ def test_storable_text_of_hostile_objects() -> None:
 )
 def test_a_poisoned_outcome_fails_alone_and_its_batch_is_written(
     engine: Engine,
-    run_executor: Callable[..., Executor],
+    start_executor: StartExecutor,
     handler: str,
     state: str,
     code_check: Callable[[str], bool],
@@ -154,7 +148,7 @@ def test_a_poisoned_outcome_fails_alone_and_its_batch_is_written(
     store_types(engine, bad, ok)
     (bad_id,) = add_jobs(engine, bad)
     ok_ids = add_jobs(engine, ok, 6)
-    run_executor(concurrency=8)
+    start_executor(concurrency=8)
     wait_for(lambda: set(states(engine, ok_ids).values()) == {"SUCCEEDED"}, what="bystanders")
     wait_for(lambda: job_row(engine, bad_id)["state"] == state, what=state)
     row = job_row(engine, bad_id)
@@ -344,7 +338,7 @@ def test_progress_values_are_checked_and_cut_at_the_call() -> None:
 
 
 def test_a_long_progress_stage_costs_no_lease(
-    engine: Engine, run_executor: Callable[..., Executor], tmp_path: Path
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path
 ) -> None:
     until = tmp_path / "stop"
     lease = timedelta(seconds=2)
@@ -354,7 +348,7 @@ def test_a_long_progress_stage_costs_no_lease(
     (t_id,) = add_jobs(engine, talker, args={"until": str(until)})
     q_ids = add_jobs(engine, quiet, 3, args={"until": str(until)})
     all_ids = [t_id, *q_ids]
-    run_executor(concurrency=8)
+    start_executor(concurrency=8)
     wait_for(lambda: job_row(engine, t_id)["progress_stage"], what="the stage stored")
     stage = job_row(engine, t_id)["progress_stage"]
     assert len(stage) == PROGRESS_STAGE_MAX and stage.endswith("chars]")
@@ -374,12 +368,12 @@ def test_a_long_progress_stage_costs_no_lease(
 
 
 def test_a_wrong_progress_type_is_the_handlers_error(
-    engine: Engine, run_executor: Callable[..., Executor]
+    engine: Engine, start_executor: StartExecutor
 ) -> None:
     spec = job_type("p", handler=f"{H}:progress_wrong_type", backoff=SLOW_RETRY)
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec)
-    run_executor()
+    start_executor()
     wait_for(lambda: job_row(engine, job_id)["state"] == "RETRY_WAIT", what="RETRY_WAIT")
     row = job_row(engine, job_id)
     assert row["last_error_code"] == "TypeError" and "done" in row["last_error_detail"]
@@ -413,7 +407,7 @@ def test_a_renewal_the_database_refuses_does_not_block_the_others(engine: Engine
 
 @pytest.mark.parametrize("args", [[1, 2], "just text", 5, True])
 def test_args_that_are_not_an_object_fail_the_job_not_the_executor(
-    engine: Engine, run_executor: Callable[..., Executor], args: Any
+    engine: Engine, start_executor: StartExecutor, args: Any
 ) -> None:
     spec = job_type("a")
     store_types(engine, spec)
@@ -421,7 +415,7 @@ def test_args_that_are_not_an_object_fail_the_job_not_the_executor(
     ok_ids = add_jobs(engine, spec, 3)
     with engine.begin() as conn:  # written by hand, or before enqueue checked args
         conn.execute(update(jobs).where(jobs.c.job_id == bad_id).values(args=args))
-    run_executor()
+    start_executor()
     wait_for(lambda: set(states(engine, ok_ids).values()) == {"SUCCEEDED"}, what="bystanders")
     wait_for(lambda: job_row(engine, bad_id)["state"] == "FAILED", what="FAILED")
     row = job_row(engine, bad_id)

@@ -9,21 +9,14 @@ import threading
 from typing import Any
 
 from rota.executor import RetryableError
-
-
-def _append(path: str, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+from tests.handlers import append_line
 
 
 async def record_context(ctx: Any) -> None:
     """Yield to the loop, then record what the handler saw and where it ran."""
     await asyncio.sleep(float(ctx.args.get("sleep", 0.0)))
     ctx.progress(stage="ASYNC", done=1, total=1)
-    _append(
+    append_line(
         ctx.args["file"],
         json.dumps(
             {
@@ -55,28 +48,28 @@ async def returns_a_dict(ctx: Any) -> dict[str, int]:
 
 async def awaits_forever(ctx: Any) -> None:
     """Never calls ctx.checkpoint(): only cancelling its task stops it."""
-    _append(ctx.args["file"], "started")
+    append_line(ctx.args["file"], "started")
     try:
         while True:
             await asyncio.sleep(0.01)
     except asyncio.CancelledError:
-        _append(ctx.args["file"], "cancelled")
+        append_line(ctx.args["file"], "cancelled")
         raise
 
 
 async def checkpoints(ctx: Any) -> None:
     """Loops on ctx.checkpoint(), as a plain handler would."""
-    _append(ctx.args["file"], "started")
+    append_line(ctx.args["file"], "started")
     try:
         while True:
             ctx.checkpoint()
             await asyncio.sleep(0.01)
     except BaseException as exc:
-        _append(ctx.args["file"], f"stopped {type(exc).__name__}")
+        append_line(ctx.args["file"], f"stopped {type(exc).__name__}")
         raise
 
 
 async def reconcile_done(ctx: Any) -> bool:
     await asyncio.sleep(0)
-    _append(ctx.args["file"], f"reconcile {ctx.attempt}")
+    append_line(ctx.args["file"], f"reconcile {ctx.attempt}")
     return True

@@ -12,18 +12,12 @@ import os
 import time
 from typing import Any
 
-
-def _append(path: str, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+from tests.handlers import append_line
 
 
 def _start(ctx: Any) -> str:
     path: str = ctx.args["file"]
-    _append(path, f"start {os.getpid()} {ctx.attempt} {time.time()}")
+    append_line(path, f"start {os.getpid()} {ctx.attempt} {time.time()}")
     return path
 
 
@@ -46,7 +40,7 @@ def blind_then_checkpoints(ctx: Any) -> None:
         why = type(exc).__name__
         raise
     finally:
-        _append(path, f"end {os.getpid()} {ctx.attempt} {time.time()} {why}")
+        append_line(path, f"end {os.getpid()} {ctx.attempt} {time.time()} {why}")
 
 
 def pid_then_wait(ctx: Any) -> None:
@@ -64,7 +58,7 @@ def checkpoint_loop(ctx: Any) -> None:
             ctx.checkpoint()
             time.sleep(0.01)
     except BaseException as exc:
-        _append(path, f"end {os.getpid()} {ctx.attempt} {time.time()} {type(exc).__name__}")
+        append_line(path, f"end {os.getpid()} {ctx.attempt} {time.time()} {type(exc).__name__}")
         raise
 
 
@@ -86,7 +80,7 @@ def pid_and_context(ctx: Any) -> str:
 
     ctx.progress(stage="HALF", done=1, total=2)
     ctx.checkpoint()
-    _append(
+    append_line(
         ctx.args["file"],
         json.dumps(
             {
@@ -140,4 +134,4 @@ def eats_memory(ctx: Any) -> None:
     limit = size_kb * 1024 + (256 << 20)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     hog = [bytearray(64 << 20) for _ in range(64)]  # 4 GiB
-    _append(ctx.args["file"], f"allocated {len(hog)}")
+    append_line(ctx.args["file"], f"allocated {len(hog)}")

@@ -12,18 +12,11 @@ import time
 from typing import Any
 
 from rota.executor import AmbiguousError, PermanentError, RetryableError
+from tests.handlers import append_line
 
 
 def noop(ctx: Any) -> None:
     return None
-
-
-def _append(path: str, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
 
 
 def record(ctx: Any) -> None:
@@ -33,7 +26,7 @@ def record(ctx: Any) -> None:
     if pause:
         time.sleep(pause)
     end = time.monotonic_ns()
-    _append(ctx.args["file"], f"{ctx.job_id} {ctx.attempt} {os.getpid()} {start} {end}")
+    append_line(ctx.args["file"], f"{ctx.job_id} {ctx.attempt} {os.getpid()} {start} {end}")
 
 
 def retryable(ctx: Any) -> None:
@@ -56,16 +49,16 @@ def ambiguous_first(ctx: Any) -> None:
     """Ambiguous on attempt 1; records its later runs."""
     if ctx.attempt == 1:
         raise AmbiguousError("MAYBE_CHARGED")
-    _append(ctx.args["file"], f"ran {ctx.attempt}")
+    append_line(ctx.args["file"], f"ran {ctx.attempt}")
 
 
 def reconcile_done(ctx: Any) -> bool:
-    _append(ctx.args["file"], f"reconcile {ctx.attempt}")
+    append_line(ctx.args["file"], f"reconcile {ctx.attempt}")
     return True
 
 
 def reconcile_not_done(ctx: Any) -> bool:
-    _append(ctx.args["file"], f"reconcile {ctx.attempt}")
+    append_line(ctx.args["file"], f"reconcile {ctx.attempt}")
     return False
 
 
@@ -74,14 +67,14 @@ def until_stopped(ctx: Any) -> None:
     ctx.progress(stage="WORKING", done=1, total=3)
     path = ctx.args.get("file")
     if path:
-        _append(path, f"started {ctx.attempt}")
+        append_line(path, f"started {ctx.attempt}")
     try:
         while True:
             ctx.checkpoint()
             time.sleep(0.01)
     except BaseException as exc:
         if path:
-            _append(path, f"stopped {type(exc).__name__} {time.monotonic()} {time.time()}")
+            append_line(path, f"stopped {type(exc).__name__} {time.monotonic()} {time.time()}")
         raise
 
 
@@ -89,14 +82,14 @@ def sleep_blind(ctx: Any) -> None:
     """Sleep without checkpoints (a handler that overruns its timeout)."""
     time.sleep(float(ctx.args.get("seconds", 3.0)))
     if ctx.args.get("file"):
-        _append(ctx.args["file"], "woke")
+        append_line(ctx.args["file"], "woke")
 
 
 def finish_after(ctx: Any) -> None:
     """Run for args["seconds"], checking for cancellation, then succeed."""
     deadline = time.monotonic() + float(ctx.args["seconds"])
     if ctx.args.get("file"):
-        _append(ctx.args["file"], f"started {ctx.job_id}")
+        append_line(ctx.args["file"], f"started {ctx.job_id}")
     while time.monotonic() < deadline:
         ctx.checkpoint()
         time.sleep(0.01)
@@ -109,7 +102,7 @@ def kill_own_process(ctx: Any) -> None:
 def context_dump(ctx: Any) -> None:
     import json
 
-    _append(
+    append_line(
         ctx.args["file"],
         json.dumps(
             {
@@ -136,7 +129,7 @@ def slow_first_attempt(ctx: Any) -> None:
         while True:
             ctx.checkpoint()
             time.sleep(0.02)
-    _append(ctx.args["file"], f"{ctx.job_id} {ctx.attempt}")
+    append_line(ctx.args["file"], f"{ctx.job_id} {ctx.attempt}")
 
 
 def returns_result_ref(ctx: Any) -> str:
@@ -145,11 +138,11 @@ def returns_result_ref(ctx: Any) -> str:
 
 def checkpoints_only(ctx: Any) -> None:
     """Loop on checkpoints without reporting progress (so nothing forces a renewal)."""
-    _append(ctx.args["file"], "started")
+    append_line(ctx.args["file"], "started")
     try:
         while True:
             ctx.checkpoint()
             time.sleep(0.01)
     except BaseException as exc:
-        _append(ctx.args["file"], f"stopped {type(exc).__name__}")
+        append_line(ctx.args["file"], f"stopped {type(exc).__name__}")
         raise

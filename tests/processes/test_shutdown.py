@@ -21,9 +21,10 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
-from rota.core.config import Backoff, Isolation
+from rota.core.config import Isolation
 from rota.executor.service import DEFAULT_DRAIN_TIMEOUT
 from tests.support.executor_support import (
+    FAST_RETRY,
     Executors,
     add_jobs,
     alive,
@@ -39,7 +40,6 @@ from tests.support.executor_support import (
 pytestmark = pytest.mark.slow
 
 H = "tests.handlers.lifecycle"
-FAST_RETRY = Backoff(base=timedelta(milliseconds=10), max=timedelta(milliseconds=20))
 
 
 def runs(path: Path) -> list[list[str]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -11,8 +10,8 @@ from sqlalchemy import Engine, select
 from rota.core.config import JobTypeSpec
 from rota.core.queries.job_types import upsert_job_types
 from rota.core.tables import jobs
-from rota.executor.service import Executor
 from rota.producer.enqueue import JobRequest, enqueue_many
+from tests.support.executor_support import add_jobs, job_row, run_in_thread, store_types, wait_for
 
 
 @pytest.fixture
@@ -100,15 +99,10 @@ def test_a_command_job_with_args_too_long_for_its_environment_fails_once(
 ) -> None:
     """Args that reach the executor anyway (a schedule's args, an older producer) fail
     at once with a code that says why, never an OSError retried max_attempts times."""
-    from tests.support.executor_support import add_jobs, job_row, store_types, wait_for
-
     spec = JobTypeSpec(name="cmd", command=("true",), max_attempts=3)
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args=BIG)
-    ex = Executor(engine, poll_interval=0.05, sweep_interval=0.2)
-    stop = threading.Event()
-    t = threading.Thread(target=ex.run, args=(stop,), daemon=True)
-    t.start()
+    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, sweep_interval=0.2)
     try:
         wait_for(lambda: job_row(engine, job_id)["state"] == "FAILED", what="FAILED")
     finally:

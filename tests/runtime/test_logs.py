@@ -40,6 +40,7 @@ from tests.support.executor_support import (
     add_jobs,
     job_row,
     job_type,
+    run_in_thread,
     states,
     store_types,
     subprocess_env,
@@ -354,7 +355,6 @@ def test_hostile_command_output_is_logged_in_bounded_valid_lines(
 ) -> None:
     """A 20,000-byte line, bytes that are not UTF-8, a NUL, and no final newline."""
     from rota.executor.command import LINE_MAX_BYTES
-    from rota.executor.service import Executor
 
     script = tmp_path / "out.py"
     script.write_text(
@@ -371,10 +371,7 @@ def test_hostile_command_output_is_logged_in_bounded_valid_lines(
     command_log.addHandler(handler)
     level = command_log.level
     command_log.setLevel(logging.INFO)
-    ex = Executor(engine, listen=False, poll_interval=0.05)
-    stop = threading.Event()
-    runner = threading.Thread(target=ex.run, args=(stop,))
-    runner.start()
+    _ex, stop, runner = run_in_thread(engine, listen=False, poll_interval=0.05, daemon=False)
     try:
         wait_for(lambda: states(engine, [job_id])[job_id] == "SUCCEEDED", what="SUCCEEDED")
     finally:

@@ -37,7 +37,7 @@ from rota.core.states import WorkerKind
 from rota.core.tables import workers
 from rota.executor.service import Executor
 from rota.scheduler.service import SchedulerService
-from tests.support.executor_support import REPO_ROOT, subprocess_env, wait_for
+from tests.support.executor_support import REPO_ROOT, run_in_thread, subprocess_env, wait_for
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -122,10 +122,9 @@ def _rows(engine: Engine) -> dict[str, dict[str, object]]:
 
 
 def test_executor_registers_refreshes_with_its_heartbeat_and_leaves(engine: Engine) -> None:
-    ex = Executor(engine, ("default", "reports"), 3, listen=False, liveness_interval=0.2)
-    stop = threading.Event()
-    thread = threading.Thread(target=ex.run, args=(stop,))
-    thread.start()
+    ex, stop, thread = run_in_thread(
+        engine, ("default", "reports"), 3, listen=False, liveness_interval=0.2, daemon=False
+    )
     try:
         row = wait_for(lambda: _rows(engine).get(ex.worker_id), what="the executor's row")
         assert row["kind"] == "executor" and row["pid"] == os.getpid()

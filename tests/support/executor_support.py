@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, select
 
@@ -27,6 +27,11 @@ from rota.executor.service import Executor
 from rota.executor.transactions import LoopConnection
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Backoffs of the tests' job types: a retry at once (the next attempt runs within
+# the test), or not for an hour (the job stays RETRY_WAIT, its first attempt is read).
+FAST_RETRY = Backoff(base=timedelta(milliseconds=10), max=timedelta(milliseconds=20))
+SLOW_RETRY = Backoff(base=timedelta(hours=1), max=timedelta(hours=1))
 
 
 def job_type(name: str = "t", **kwargs: Any) -> JobTypeSpec:
@@ -98,6 +103,16 @@ def states(engine: Engine, ids: Iterable[uuid.UUID] | None = None) -> dict[uuid.
     return {r[0]: r[1] for r in rows if wanted is None or r[0] in wanted}
 
 
+def state_is(engine: Engine, job_id: uuid.UUID, *wanted: str) -> Callable[[], bool]:
+    """A condition for ``wait_for``: the job is in one of the ``wanted`` states."""
+    return lambda: job_row(engine, job_id)["state"] in wanted
+
+
+def lines(path: Path) -> list[str]:
+    """The lines a handler wrote to ``path`` so far (none before it exists)."""
+    return path.read_text().splitlines() if path.exists() else []
+
+
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
     """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -118,28 +133,45 @@ def subprocess_env(db_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+class InThread(NamedTuple):
+    """An in-process Executor running in a thread of its own (unpacks as ``ex, stop, t``)."""
+
+    executor: Executor
+    stop: threading.Event
+    thread: threading.Thread
+
+
+def run_in_thread(engine: Engine, *args: Any, daemon: bool = True, **kwargs: Any) -> InThread:
+    """Start ``Executor(engine, *args, **kwargs).run`` in a thread; the caller sets ``stop``
+    (as SIGTERM does) and joins the thread."""
+    executor = Executor(engine, *args, **kwargs)
+    stop = threading.Event()
+    thread = threading.Thread(target=executor.run, args=(stop,), daemon=daemon)
+    thread.start()
+    return InThread(executor, stop, thread)
+
+
+StartExecutor = Callable[..., Executor]
+
+
 @contextmanager
-def running_executors(engine: Engine) -> Iterator[Callable[..., Executor]]:
+def running_executors(engine: Engine) -> Iterator[StartExecutor]:
     """``start(**options)`` runs an in-process Executor in a thread; all stop at the end."""
-    running: list[tuple[threading.Event, threading.Thread]] = []
+    running: list[InThread] = []
 
     def start(**kwargs: Any) -> Executor:
         kwargs.setdefault("poll_interval", 0.05)
         kwargs.setdefault("sweep_interval", 0.2)
-        ex = Executor(engine, **kwargs)
-        stop = threading.Event()
-        t = threading.Thread(target=ex.run, args=(stop,), daemon=True)
-        t.start()
-        running.append((stop, t))
-        return ex
+        running.append(run_in_thread(engine, **kwargs))
+        return running[-1].executor
 
     try:
         yield start
     finally:
-        for stop, _ in running:
-            stop.set()
-        for _, t in running:
-            t.join(15)
+        for r in running:
+            r.stop.set()
+        for r in running:
+            r.thread.join(15)
 
 
 class Executors:

@@ -1,5 +1,6 @@
 """A TCP proxy to a PostgreSQL server that can go silent: a network partition behind a
-load balancer, for tests. Run as ``python -m tests.support.frozen_proxy PORT UPSTREAM FLAG``.
+load balancer, for tests. Run as ``python -m tests.support.frozen_proxy PORT UPSTREAM FLAG``;
+it prints ``listening PORT`` once it listens (PORT 0: a free port, the one it printed).
 
 UPSTREAM is ``host:port`` or a Unix socket path. While the file FLAG exists, nothing
 is forwarded either way, and new connections are accepted and never answered.
@@ -42,7 +43,7 @@ def main() -> None:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(50)
-    print("listening", flush=True)
+    print("listening", listener.getsockname()[1], flush=True)
     silent: list[socket.socket] = []
     while True:
         client, _ = listener.accept()

@@ -45,7 +45,17 @@ class Cluster:
 
     def init(self) -> None:
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self.start()
+        for _ in range(4):  # the free port found may be taken before the server binds it
+            try:
+                self.start()
+                break
+            except subprocess.CalledProcessError:
+                log = (self.base / "server.log").read_text(errors="replace")
+                if "could not bind" not in log and "already in use" not in log:
+                    raise
+                self.port = _free_port()
+        else:
+            raise RuntimeError(f"no free port for a test cluster in four tries: {self.base}")
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "rota")
 
     def start(self) -> None:
