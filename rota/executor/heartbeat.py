@@ -20,13 +20,15 @@ CANCEL_REQUESTED to the handler.
 Between renewals, while it holds jobs, it also asks once every
 ``CANCEL_POLL_SECONDS`` which of them a person asked to cancel (one cheap read
 per process, not per job), so ``ctx.checkpoint()`` raises within about a second
-of ``rota cancel`` instead of at the next renewal.
+of ``rota cancel``, not only at the next renewal.
+
+It runs in a thread of its own (``runtime.startstop.BackgroundLoop``);
+``beat_once`` is one pass, for tests to drive by hand.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -42,6 +44,7 @@ from rota.core.states import JobState
 from rota.executor.lease import HeldJob, StopReason
 from rota.executor.transactions import LoopConnection, refused_for_its_values
 from rota.runtime.outage import Outage
+from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.executor")
 
@@ -52,7 +55,7 @@ CANCEL_POLL_SECONDS = 1.0
 _RETRY_SECONDS = 0.5
 
 
-class Heartbeat:
+class Heartbeat(BackgroundLoop):
     def __init__(
         self,
         db: LoopConnection,
@@ -63,6 +66,7 @@ class Heartbeat:
         on_pass: Callable[[], None] | None = None,
         outage: Outage | None = None,
     ) -> None:
+        super().__init__("rota-heartbeat", join_seconds=5.0)
         self._db = db
         self._outage = outage  # logs a database outage once, not every beat
         self._owner = owner
@@ -72,20 +76,16 @@ class Heartbeat:
         self._on_pass = on_pass  # after every pass of the loop (registry, liveness)
         self._retry_at = 0.0
         self._cancel_poll_at = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="rota-heartbeat", daemon=True)
-        self._thread.start()
+    @property
+    def db(self) -> LoopConnection:
+        """The heartbeat's own connection (the registry row is refreshed over it too)."""
+        return self._db
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+    def _after_stop(self) -> None:
         self._db.close()
 
-    def _loop(self) -> None:
+    def _run(self) -> None:
         while not self._stop.wait(TICK_SECONDS):
             try:
                 self.beat_once()

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from rota.core.database import libpq_dsn, listen_channel, short_error
 from rota.core.queries.jobs_notify import CHANNEL
 from rota.runtime.outage import Outage
+from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.executor")
 
@@ -24,26 +25,20 @@ _WAIT_SECONDS = 0.5
 _RECONNECT_SECONDS = 1.0
 
 
-class Listener:
+class Listener(BackgroundLoop):
     def __init__(self, engine: Engine, wake: threading.Event, outage: Outage | None = None) -> None:
+        super().__init__("rota-listen", join_seconds=2 * _WAIT_SECONDS + 1)
         self._outage = outage  # a server that is down is logged once, not every second
         self._dsn = libpq_dsn(engine)
         self._wake = wake
-        self._stop = threading.Event()
         self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self, wait_ready: float = 5.0) -> None:
-        self._thread = threading.Thread(target=self._loop, name="rota-listen", daemon=True)
-        self._thread.start()
+        """Start listening; wait up to ``wait_ready`` seconds for the LISTEN to be in place."""
+        super().start()
         self._ready.wait(wait_ready)
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2 * _WAIT_SECONDS + 1)
-
-    def _loop(self) -> None:
+    def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._dsn, autocommit=True) as conn:

@@ -61,6 +61,7 @@ from rota.core.queries.index_upkeep import (
 )
 from rota.runtime.events import emit
 from rota.runtime.outage import describe
+from rota.runtime.startstop import BackgroundLoop, spawn
 
 log = logging.getLogger("rota.executor")
 
@@ -99,7 +100,7 @@ class _GiveUp(Exception):
     """End this check: a lock did not come (an old transaction), or the thread stops."""
 
 
-class Reindexer:
+class Reindexer(BackgroundLoop):
     def __init__(
         self,
         engine: Engine,
@@ -112,6 +113,7 @@ class Reindexer:
         min_pages: int = MIN_BLOATED_PAGES,
         secret_url: str | None = None,
     ) -> None:
+        super().__init__("rota-reindex", join_seconds=1.0)
         self._engine = engine
         self._idle = idle
         self.interval = interval
@@ -120,15 +122,9 @@ class Reindexer:
         self.factor = factor
         self.min_pages = min_pages
         self._secret_url = secret_url
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._pid: int | None = None  # the server process of the check under way
         self.disabled = False
         self._built: dict[str, int] = {}  # index -> its pages after our last rebuild of it
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="rota-reindex", daemon=True)
-        self._thread.start()
 
     def stop(self, timeout: float = 1.0) -> None:
         """End the thread, cancelling the statement of a check under way.
@@ -137,17 +133,12 @@ class Reindexer:
         for ``CANCEL_SECONDS`` while the check runs on, each over a new connection
         (a network that went silent cannot hold up the executor's shutdown).
         """
-        self._stop.set()
+        self.signal_stop()
         thread = self._thread
         if thread is None or not thread.is_alive():
             return
-        threading.Thread(
-            target=self._cancel_while_running,
-            args=(thread,),
-            name="rota-reindex-cancel",
-            daemon=True,
-        ).start()
-        thread.join(timeout)
+        spawn(lambda: self._cancel_while_running(thread), "rota-reindex-cancel")
+        self.join(timeout)
 
     def _cancel_while_running(self, thread: threading.Thread) -> None:
         url = libpq_dsn(self._engine)
@@ -160,7 +151,7 @@ class Reindexer:
                     cancel_backend(url, pid, connect_timeout=deadline - time.monotonic())
             thread.join(0.2)
 
-    def _loop(self) -> None:
+    def _run(self) -> None:
         wait = self.first_check
         overdue = 0.0  # seconds a due check has waited for an idle moment
         while not self._stop.wait(wait):

@@ -17,40 +17,37 @@ import threading
 from sqlalchemy import Engine
 
 from rota.core.database import sqlite_file_path
+from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.executor")
 
 CHECK_SECONDS = 0.005
 
 
-class SqliteWatcher:
+class SqliteWatcher(BackgroundLoop):
     def __init__(self, engine: Engine, wake: threading.Event) -> None:
+        super().__init__("rota-sqlite-watch", join_seconds=1.0)
         database = sqlite_file_path(engine.url)
         assert database, "an SQLite URL names a file"
         self._path = database
         self._wake = wake
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._conn: sqlite3.Connection | None = None  # the watching thread's, once started
+        self._baseline = 0
 
     def start(self) -> None:
         """Take the baseline version now, so no commit after ``start`` can be missed."""
         try:
             conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            baseline = _version(conn)
+            self._baseline = _version(conn)
         except sqlite3.Error as exc:
             log.warning("cannot watch %s for commits, polling only: %s", self._path, exc)
             return
-        self._thread = threading.Thread(
-            target=self._loop, args=(conn, baseline), name="rota-sqlite-watch", daemon=True
-        )
-        self._thread.start()
+        self._conn = conn
+        super().start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
-
-    def _loop(self, conn: sqlite3.Connection, last: int) -> None:
+    def _run(self) -> None:
+        conn, last = self._conn, self._baseline
+        assert conn is not None, "start() opened it"
         try:
             while not self._stop.wait(CHECK_SECONDS):
                 try:

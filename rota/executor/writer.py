@@ -16,7 +16,10 @@ values (``outcomes.unstorable``: OUTCOME_UNSTORABLE, fenced like any other);
 if even that is refused, the worker gives the job up (logged
 ``outcome_unstorable``, handed to ``on_given_up``, so it is no longer held
 and renewed) and the sweeper takes it back when its lease expires. Splitting happens only
-after a refusal: the common case is still one statement per flush.
+after a refusal: the common case is one statement per flush.
+
+The writer runs in a thread of its own (``runtime.startstop.BackgroundLoop``);
+``flush_once`` writes one batch in the caller's thread, for tests.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from rota.executor.outcomes import unstorable
 from rota.executor.transactions import LoopConnection, refused_for_its_values
 from rota.runtime.events import emit
 from rota.runtime.outage import Outage
+from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.executor")
 
@@ -51,7 +55,7 @@ DoneCallback = Callable[[HeldJob, Finish, JobState | None], None]
 Item = tuple[HeldJob, Finish]
 
 
-class OutcomeWriter:
+class OutcomeWriter(BackgroundLoop):
     def __init__(
         self,
         db: LoopConnection,
@@ -63,6 +67,7 @@ class OutcomeWriter:
         linger_batch: int = 1,
         outage: Outage | None = None,
     ) -> None:
+        super().__init__("rota-outcomes", join_seconds=1.0)
         self._db = db
         self._outage = outage  # logs a database outage once, not every retry
         self._owner = owner
@@ -73,26 +78,22 @@ class OutcomeWriter:
         self._pending: deque[tuple[HeldJob, Finish]] = deque()
         self._cond = threading.Condition()
         self._busy = 0
-        self._stopping = False
-        self._thread: threading.Thread | None = None
 
     def submit(self, held: HeldJob, finish: Finish) -> None:
         with self._cond:
             self._pending.append((held, finish))
             self._cond.notify_all()
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="rota-outcomes", daemon=True)
-        self._thread.start()
-
     def stop(self, timeout: float = 10.0) -> None:
         """Write what is pending (trying for up to ``timeout`` seconds), then stop."""
         self.wait_idle(timeout)
+        super().stop()
+
+    def _interrupt(self) -> None:
         with self._cond:
-            self._stopping = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
+
+    def _after_stop(self) -> None:
         self._db.close()
 
     def wait_idle(self, timeout: float) -> bool:
@@ -123,12 +124,12 @@ class OutcomeWriter:
                 self._busy -= 1
                 self._cond.notify_all()
 
-    def _loop(self) -> None:
+    def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._stopping:
+                while not self._pending and not self.stopping:
                     self._cond.wait()
-                if self._stopping:
+                if self.stopping:
                     return
                 self._gather()
             try:
@@ -144,7 +145,7 @@ class OutcomeWriter:
     def _gather(self) -> None:
         """Linger briefly (lock held by the caller) while a bigger batch is forming."""
         until = time.monotonic() + self._linger
-        while len(self._pending) < self._linger_batch and not self._stopping:
+        while len(self._pending) < self._linger_batch and not self.stopping:
             left = until - time.monotonic()
             if left <= 0:
                 return

@@ -21,14 +21,19 @@ from rota.core.queries.metric_tables import (
     prune_minutes,
 )
 from rota.runtime.outage import Outage
+from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.metrics")
 
 PRUNE_EVERY_SECONDS = 300.0
 
 
-class MetricsFlusher:
-    """Flushes ``recorder`` into the database every ``interval`` seconds, and once at stop."""
+class MetricsFlusher(BackgroundLoop):
+    """Flushes ``recorder`` into the database every ``interval`` seconds, and once at stop.
+
+    It runs in a thread of its own (``runtime.startstop.BackgroundLoop``);
+    ``flush_once`` is one flush in the caller's thread, for tests to drive by hand.
+    """
 
     def __init__(
         self,
@@ -37,23 +42,15 @@ class MetricsFlusher:
         interval: float = DEFAULT_FLUSH_SECONDS,
         outage: Outage | None = None,
     ) -> None:
+        super().__init__("rota-metrics", join_seconds=5.0)
         self._engine = engine
         self._outage = outage  # a database outage is logged once, by whoever meets it first
         self._recorder = recorder
         self._interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._pruned_at = 0.0
         self._lock = threading.Lock()  # one flush at a time (the thread, a caller, stop)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="rota-metrics", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+    def _after_stop(self) -> None:
         if self._outage is not None and self._outage.fatal is not None:
             return  # the database can never take them: already said why, once
         try:
@@ -61,7 +58,7 @@ class MetricsFlusher:
         except Exception as exc:  # the process is stopping: say what was lost
             log.warning("could not write the last metrics: %s", short_error(exc))
 
-    def _loop(self) -> None:
+    def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
                 self.flush_once()
