@@ -1,0 +1,195 @@
+"""The executor's claim loop, in the caller's thread: sweep, claim, prune, sleep.
+
+Each pass sweeps expired leases when a sweep is due (every
+``sweep_interval``), claims what the slots have room for, and reads the job
+types again when they are stale. Then:
+
+* busy (no room, or the claim filled all it asked for): it waits for a good
+  batch of slots to free (``Slots.wait_for_room``) and claims again;
+* the queue drained for now: it sleeps until a wake-up, a poll
+  (``poll_interval``), a sweep or the next scan from the head of the queue
+  index (``ScanStarts``), whichever comes first.
+
+Wake-ups: on PostgreSQL a LISTEN connection (``listener``), on SQLite a watch
+of ``PRAGMA data_version`` (``sqlite_watch``), set the loop's ``wake`` event.
+
+Upkeep in idle moments: retention (``pruner``) takes one bounded step when a
+claim found nothing at all, or between claims once a pass is overdue; index
+upkeep (``reindexer``, PostgreSQL) runs in a thread of its own while the last
+claim found nothing due.
+
+A failed pass never ends the loop: a database outage is logged once and
+retried with backoff (``runtime.outage``), a bug of ours is logged each time;
+a database that can never serve (read-only, not migrated) stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from sqlalchemy import Engine
+
+from rota.core.metric_deltas import MetricsRecorder
+from rota.executor.claimer import MAX_CLAIM_BATCH, Claimer
+from rota.executor.held import HeldJobs
+from rota.executor.listener import Listener
+from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
+from rota.executor.reindexer import DEFAULT_FIRST_CHECK, DEFAULT_REINDEX_INTERVAL, Reindexer
+from rota.executor.runnable import RunnableTypes
+from rota.executor.slots import Slots
+from rota.executor.sqlite_watch import SqliteWatcher
+from rota.executor.transactions import LoopConnection
+from rota.runtime.events import emit
+from rota.runtime.liveness import Liveness
+from rota.runtime.outage import Outage, describe, is_database_error
+from rota.runtime.startstop import Service, spawn
+
+log = logging.getLogger("rota.executor")
+T = TypeVar("T")
+
+DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_SWEEP_INTERVAL = 5.0
+
+
+class ClaimLoop:
+    def __init__(
+        self,
+        engine: Engine,
+        db: LoopConnection,
+        owner: str,
+        pools: Sequence[str],
+        jobs: HeldJobs,
+        slots: Slots,
+        outage: Outage,
+        metrics: MetricsRecorder,
+        liveness: Liveness,
+        *,
+        tenant_limit: int | None = None,
+        max_claim_batch: int = MAX_CLAIM_BATCH,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
+        prune_interval: float | None = DEFAULT_PRUNE_INTERVAL,
+        reindex_interval: float | None = DEFAULT_REINDEX_INTERVAL,
+        reindex_first_check: float = DEFAULT_FIRST_CHECK,
+        listen: bool = True,
+        secret_url: str | None = None,
+    ) -> None:
+        types = RunnableTypes(engine, slots.handlers, pools)
+        self.claimer = claimer = Claimer(
+            db,
+            owner,
+            pools,
+            types,
+            jobs,
+            slots,
+            outage,
+            metrics,
+            tenant_limit=tenant_limit,
+            max_batch=max_claim_batch,
+        )
+        self._slots = slots
+        self._outage = outage
+        self._liveness = liveness
+        self.poll_interval = poll_interval
+        self.sweep_interval = sweep_interval
+        self.wake = threading.Event()
+        self.idle = False  # the last claim found nothing due
+        # Retention in bounded steps, over this loop's connection (no interval: never).
+        self.pruner = Pruner(db, types.all, prune_interval or 0.0, outage=outage)
+        self._prunes = prune_interval is not None
+        # Index upkeep (PostgreSQL; no interval: never), in a thread of its own.
+        self.reindexer: Reindexer | None = None
+        if reindex_interval is not None and engine.dialect.name == "postgresql":
+            self.reindexer = Reindexer(
+                engine,
+                lambda: self.idle and claimer.claiming,
+                interval=reindex_interval,
+                first_check=reindex_first_check,
+                secret_url=secret_url,
+            )
+        self._wakeups: Service | None = None
+        if listen and engine.dialect.name == "postgresql":
+            self._wakeups = Listener(engine, self.wake, outage)
+        elif listen and engine.dialect.name == "sqlite":
+            self._wakeups = SqliteWatcher(engine, self.wake)
+
+    def start(self) -> None:
+        """Start what runs beside the loop: the wake-ups and the index upkeep."""
+        if self._wakeups is not None:
+            self._wakeups.start()
+        if self.reindexer is not None:
+            self.reindexer.start()
+
+    def stop_claiming(self) -> None:
+        """Claim nothing more; cancel a rebuild under way (it holds no job)."""
+        self.claimer.claiming = False
+        if self.reindexer is not None:
+            self.reindexer.stop()
+
+    def stop(self) -> None:
+        """Stop the wake-ups and give the loop's connection back."""
+        if self._wakeups is not None:
+            self._wakeups.stop()
+        self.claimer.db.close()
+
+    def run(self, stop: threading.Event) -> None:
+        """Claim and run jobs until ``stop`` is set."""
+
+        def wake_on_stop() -> None:
+            stop.wait()
+            self.wake.set()
+            self._slots.notify()
+
+        spawn(wake_on_stop, "rota-stop")
+        claimer = self.claimer
+        next_sweep = 0.0
+        while not stop.is_set():
+            self._outage.check()  # a permanent fault, met by any loop: stop
+            self._liveness.passed("claim")
+            if time.monotonic() >= next_sweep:
+                self._guarded(claimer.sweep_once)
+                next_sweep = time.monotonic() + self.sweep_interval
+            self.wake.clear()
+            asked = claimer.limit()
+            claimed = self._guarded(claimer.claim_once) or 0
+            self.idle = asked > 0 and claimed == 0
+            if not self.idle and self._prunes and self.pruner.overdue():
+                # A busy spell (every claim found work) has made a pruning pass
+                # overdue: one bounded step between claims, until the pass is done.
+                self.pruner.step()  # never raises: upkeep (see rota.executor.pruner)
+            self._guarded(claimer.types.reload_if_stale)
+            if asked == 0 or claimed == asked:
+                # Busy, or more may be due: claim again once enough slots are free.
+                until = min(next_sweep, time.monotonic() + 1.0)
+                self._slots.wait_for_room(stop, until, claimer.max_batch)
+                continue
+            # The queue is drained for now: sleep until NOTIFY, a poll or a sweep.
+            # When the claim found nothing at all (not merely fewer rows than asked,
+            # which SKIP LOCKED gives while other executors claim too), first take
+            # one bounded pruning step if a pass is due, then claim again.
+            wait = min(
+                self.poll_interval,
+                max(0.0, next_sweep - time.monotonic()),
+                claimer.scan_starts.until_head_scan(),
+            )
+            if claimed == 0 and self._prunes and self.pruner.due() and self.pruner.step():
+                wait = 0.0
+            self.wake.wait(wait)
+
+    def _guarded(self, fn: Callable[[], T]) -> T | None:
+        try:
+            done = fn()
+        except Exception as exc:  # an outage: logged once, retried with backoff
+            if not is_database_error(exc):  # a bug of ours: say so each time, go on
+                emit(log, "tick_failed", logging.WARNING, error=describe(exc))
+                self.wake.wait(min(self.poll_interval, 1.0))
+                return None
+            delay = self._outage.failed(exc, "claim")
+            self._outage.check()  # a database that can never work: stop
+            self.wake.wait(delay)
+            return None
+        return done
