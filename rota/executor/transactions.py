@@ -1,19 +1,19 @@
 """Database connections of one executor process: one held connection per loop.
 
 Each loop that writes (claim loop + sweeper, outcome writer, heartbeat) owns a
-``LoopConnection``: one connection checked out once and kept, instead of a
-pool checkout (and its pre-ping round trip) per transaction. Any error inside
-a transaction or statement drops the connection (invalidated, never reused);
-the next use opens a new one, so a database restart costs the loop one failed
-tick. The loops' own failure handling (retry, self-fencing of the heartbeat)
-is unchanged.
+``LoopConnection``: one connection checked out once and kept, so a
+transaction costs no pool checkout and no pre-ping round trip. Any error
+inside a transaction or statement drops the connection (invalidated, never
+reused); the next use opens a new one, so a database restart costs the loop
+one failed tick. Retrying, and the heartbeat's self-fencing, are the loops'
+own.
 
 Two ways to use it:
 
 * ``statement()``: ONE data-modifying statement (outcome CTE, lease renewal,
   lock-free claim, sweep). On PostgreSQL the connection runs in autocommit, so
   the statement is its own transaction: atomic, one round trip, no BEGIN or
-  COMMIT. Every fence is in the statement itself, so nothing changes for them.
+  COMMIT. Every fence is in the statement itself, so autocommit weakens none.
 * ``begin()``: a real transaction of several statements (the limited claim:
   advisory lock, then claim).
 
