@@ -27,14 +27,23 @@ from rota.core.database import make_engine
 from rota.migrations.runner import upgrade
 from tests.support.db_support import (
     BACKENDS,
+    PgClones,
     admin_connection,
-    cloned_pg_database,
     migrated_sqlite_template,
     sqlalchemy_url,
     sqlite_copy_url,
 )
 from tests.support.executor_support import Executors, StartExecutor, alive, running_executors
 from tests.support.pgserver_setup import find_postgres
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first, in their order, then the rest in theirs.
+
+    They are the long ones (the soak alone takes two minutes): started first, under
+    ``pytest -n`` they spread over the workers while the short tests fill in around
+    them, instead of one of them starting last and running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
@@ -66,21 +75,30 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return migrated_sqlite_template(tmp_path_factory.mktemp("sqlite-template") / "rota.db")
 
 
-@pytest.fixture
-def fresh_pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
-    with cloned_pg_database(pg_admin_url, pg_template) as url:
-        yield url
+@pytest.fixture(scope="session")
+def pg_clones(pg_admin_url: str, pg_template: str) -> Iterator[PgClones]:
+    """This worker's clones of its template: made one ahead, dropped in the background."""
+    clones = PgClones(pg_admin_url, pg_template)
+    yield clones
+    clones.close()
 
 
 @pytest.fixture
-def empty_pg_url(pg_admin_url: str) -> Iterator[str]:
+def fresh_pg_url(pg_admin_url: str, pg_clones: PgClones) -> Iterator[str]:
+    """A migrated PostgreSQL database of this test's own (a clone no test used before)."""
+    name = pg_clones.take()
+    yield sqlalchemy_url(pg_admin_url, name)
+    pg_clones.drop_later(name)
+
+
+@pytest.fixture
+def empty_pg_url(pg_admin_url: str, pg_clones: PgClones) -> Iterator[str]:
     """A PostgreSQL database with no schema at all (for migration tests)."""
     name = f"rota_e_{uuid.uuid4().hex[:16]}"
     with admin_connection(pg_admin_url) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     yield sqlalchemy_url(pg_admin_url, name)
-    with admin_connection(pg_admin_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_clones.drop_later(name)
 
 
 @pytest.fixture(params=BACKENDS)
