@@ -273,7 +273,7 @@ class Executor:
     def held_jobs(self) -> list[HeldJob]:
         return self._jobs.all()
 
-    # -- what tests and the CLI read -------------------------------------------
+    # -- state and settings, read through the parts that hold them --------------
 
     @property
     def free_slots(self) -> int:
@@ -300,7 +300,7 @@ class Executor:
     def sweep_interval(self) -> float:
         return self._loop.sweep_interval
 
-    # Parts that tests reach into, to set a knob or break a connection.
+    # The parts tests reach into, to turn a knob or break a connection.
 
     @property
     def _claim_db(self) -> LoopConnection:
