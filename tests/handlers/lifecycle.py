@@ -24,15 +24,27 @@ def _start(ctx: Any) -> str:
 def blind_then_checkpoints(ctx: Any) -> None:
     """Ignore the executor for ``blind`` seconds, then check in until ``seconds`` have passed.
 
-    The first attempt only (when ``first_only``); later attempts just run
-    ``seconds`` with checkpoints.
+    With ``go`` (a path), the blind time starts only once that file exists, so a
+    test decides when it begins, however slowly the machine starts processes.
+    The first run only (when ``first_only``; a released attempt is refunded, so
+    runs are counted in the file, not by ``ctx.attempt``); later runs just run
+    ``later_seconds`` (default ``seconds``) with checkpoints.
     """
     path = _start(ctx)
     why = "done"
+    with open(path) as f:
+        first_run = sum(line.startswith("start ") for line in f) == 1
+    blind = first_run or not ctx.args.get("first_only")
+    seconds = float(ctx.args.get("seconds", 0.0))
+    if not blind:
+        seconds = float(ctx.args.get("later_seconds", seconds))
     try:
-        if ctx.attempt == 1 or not ctx.args.get("first_only"):
+        if blind:
+            go = ctx.args.get("go")
+            while go is not None and not os.path.exists(go):
+                time.sleep(0.01)
             time.sleep(float(ctx.args.get("blind", 0.0)))
-        deadline = time.monotonic() + float(ctx.args.get("seconds", 0.0))
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             ctx.checkpoint()
             time.sleep(0.01)

@@ -64,8 +64,13 @@ def test_drain_timeout_releases_only_after_the_handler_has_stopped(
     engine: Engine, executors: Executors, tmp_path: Path
 ) -> None:
     """The handler ignores the executor for a moment after the drain timeout: the
-    release waits for it, so the second executor can never start the job meanwhile."""
+    release waits for it, so the second executor can never start the job meanwhile.
+
+    The first attempt is blind from the SIGTERM on (its ``go`` file) and then
+    checks in until stopped, so a slow start of the second executor cannot let
+    it finish before the drain does."""
     out = tmp_path / "runs.txt"
+    go = tmp_path / "go"
     spec = job_type(
         "overlap",
         handler=f"{H}:blind_then_checkpoints",
@@ -73,12 +78,20 @@ def test_drain_timeout_releases_only_after_the_handler_has_stopped(
         backoff=FAST_RETRY,
     )
     store_types(engine, spec)
-    args = {"file": str(out), "blind": 1.0, "seconds": 0.3, "first_only": True}
+    args = {
+        "file": str(out),
+        "go": str(go),
+        "blind": 1.0,
+        "seconds": 60.0,
+        "later_seconds": 0.3,
+        "first_only": True,
+    }
     (job_id,) = add_jobs(engine, spec, args=args, concurrency_key="one-at-a-time")
     first = executors.start("--drain-timeout", "0.1", "--poll-interval", "0.1", ready=True)
     wait_for(lambda: runs(out), timeout=30, what="the handler to start")
     executors.start("--poll-interval", "0.1", "--sweep-interval", "0.3", ready=True)
     first.send_signal(signal.SIGTERM)
+    go.touch()
     assert first.wait(30) == 0
     wait_for(
         lambda: job_row(engine, job_id)["state"] == "SUCCEEDED",
