@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,10 +15,11 @@ from rota.api.auth import BearerAuth
 from rota.api.exposition import exposition
 from rota.api.failed_counts import FailedCounts
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
-from rota.core.database import DatabaseError
+from rota.core.database import DatabaseError, scrub
 from rota.migrations.check import current_revision, schema_problem
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+log = logging.getLogger("rota.api")
 
 
 def create_app(
@@ -61,7 +63,11 @@ def create_app(
         try:
             current = current_revision(engine)
         except DatabaseError as exc:
-            p = Problem(503, "Not ready", str(exc), type=UNAVAILABLE)
+            # The probe answers without a token: where the database is (host, port,
+            # path, user) stays in the log, for the operator.
+            secret_url = engine.url.render_as_string(hide_password=False)
+            log.warning("event=readyz_unready error=%s", scrub(str(exc), secret_url))
+            p = Problem(503, "Not ready", "database unreachable", type=UNAVAILABLE)
             return problem_response(p, request.url.path)
         problem = schema_problem(current)
         if problem is not None:
