@@ -1,4 +1,4 @@
-"""Assembling the ASGI app: routes, errors, the token check, health, metrics, the dashboard."""
+"""Assembling the ASGI app: routes, errors, the gate, health, metrics, the dashboard."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from sqlalchemy import Engine
 
 from rota import __version__
 from rota.api import dashboard, jobs, schedules
-from rota.api.auth import BearerAuth
+from rota.api.auth import AccessGate, whoami
+from rota.api.browser import HostPolicy
 from rota.api.exposition import exposition
 from rota.api.failed_counts import FailedCounts
+from rota.api.identities import TokenTable
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
 from rota.core.database import DatabaseError, scrub
 from rota.migrations.check import current_revision, schema_problem
@@ -23,15 +25,24 @@ log = logging.getLogger("rota.api")
 
 
 def create_app(
-    engine: Engine, *, token: str | None = None, failed_counts: FailedCounts | None = None
+    engine: Engine,
+    *,
+    token: str | None = None,
+    tokens: TokenTable | None = None,
+    hosts: HostPolicy | None = None,
+    failed_counts: FailedCounts | None = None,
 ) -> Any:
-    """The app on ``engine``; with ``token``, every route but the probes requires it.
+    """The app on ``engine``, behind the gate (``rota.api.auth``).
 
-    ``failed_counts``: how the FAILED counts are taken (``rota.api.failed_counts``);
-    by default a new ``FailedCounts``, shared by ``/metrics`` and the dashboard.
+    ``tokens``: the tokens accepted (``rota.api.identities``); by default
+    ``token`` alone, as an admin named ``default``, and none at all without it.
+    ``hosts``: the Host names answered (``rota.api.browser.HostPolicy``); by
+    default the loopback names. ``failed_counts``: how the FAILED counts are taken
+    (``rota.api.failed_counts``); by default a new ``FailedCounts``, shared by
+    ``/metrics`` and the dashboard.
 
-    Returns the ASGI callable to serve (the FastAPI app wrapped in the token
-    check); the FastAPI app itself is its ``.app`` attribute.
+    Returns the ASGI callable to serve (the FastAPI app wrapped in the gate);
+    the FastAPI app itself is its ``.app`` attribute.
     """
     api = FastAPI(
         title="rota",
@@ -81,21 +92,21 @@ def create_app(
 
     @api.get("/", include_in_schema=False)
     def index() -> Response:
-        html, csp = dashboard.page()
+        # The gate adds the page's Content-Security-Policy and the other security
+        # headers, to this answer and to its 401 copy alike.
         return Response(
-            html,
+            dashboard.page()[0],
             media_type="text/html; charset=utf-8",
-            headers={
-                "Content-Security-Policy": csp,
-                "X-Content-Type-Options": "nosniff",
-                "Referrer-Policy": "no-referrer",
-                "Cache-Control": "no-store",
-            },
+            headers={"Cache-Control": "no-store"},
         )
+
+    api.get("/whoami", tags=["auth"], summary="The request's actor and role")(whoami)
 
     @api.get("/dashboard/data", tags=["dashboard"], summary="Everything the dashboard shows")
     def dashboard_data() -> dict[str, Any]:
         with engine.connect() as conn:
             return dashboard.dashboard_data(conn, failed)
 
-    return BearerAuth(api, token, lambda: dashboard.page()[0])
+    table = TokenTable.of(token) if tokens is None else tokens
+    policy = HostPolicy.loopback() if hosts is None else hosts
+    return AccessGate(api, table, policy, dashboard.page)

@@ -1,18 +1,20 @@
 """Running the app under uvicorn on a socket bound here, so a busy port is one clear error.
 
-Without ``ROTA_API_TOKEN`` only a loopback address may be bound: an API that
-creates and cancels jobs is never left open on a network by accident.
+Without a token (``ROTA_API_TOKEN`` or ``ROTA_API_TOKENS_FILE``) only a loopback
+address may be bound: an API that creates and cancels jobs is never left open on
+a network by accident.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
 from typing import Any
 
 import uvicorn
+
+from rota.api.browser import is_loopback
 
 log = logging.getLogger("rota.api")
 
@@ -24,21 +26,12 @@ class BindRefused(ValueError):
     """The address may not be bound (a non-loopback address without a token)."""
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, token: str | None) -> None:
-    if not token and not is_loopback(host):
+def check_bind(host: str, token_required: bool) -> None:
+    if not token_required and not is_loopback(host):
         raise BindRefused(
-            f"refusing to serve on {host} without a token: set ROTA_API_TOKEN (every request "
-            "but /healthz and /readyz must then carry Authorization: Bearer <token>), or "
-            f"serve on {DEFAULT_HOST}"
+            f"refusing to serve on {host} without a token: set ROTA_API_TOKEN or "
+            "ROTA_API_TOKENS_FILE (every request but /healthz and /readyz must then carry "
+            f"Authorization: Bearer <token>), or serve on {DEFAULT_HOST}"
         )
 
 

@@ -115,9 +115,13 @@ def test_bad_submissions_are_problems_and_leave_no_job(
     assert job_count(engine) == 0
 
 
-def test_body_is_read_as_json_whatever_the_content_type(api: httpx.Client) -> None:
+def test_a_body_typed_other_than_json_is_refused(api: httpx.Client, engine: Engine) -> None:
+    """A text/plain body is what a page on another origin can send: 415, and no job
+    (tests/api/test_other_origins_change_nothing.py has the rest)."""
     r = api.post("/jobs", content=b'{"job_type": "t"}', headers={"content-type": "text/plain"})
-    assert r.status_code == 202
+    assert r.status_code == 415
+    assert r.headers["content-type"] == PROBLEM_JSON
+    assert job_count(engine) == 0
 
 
 def test_unknown_and_malformed_ids_are_404(api: httpx.Client) -> None:

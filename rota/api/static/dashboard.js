@@ -11,6 +11,7 @@
   const login = document.getElementById("login");
   let timer = null;
   let needToken = false;
+  let role = null; // the token's role (GET /whoami): a viewer is shown no action buttons
 
   // -- DOM helpers ------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -69,15 +70,30 @@
   }
 
   // -- talking to the server ------------------------------------------------------------
+  // X-Rota-Request marks the page's own requests: no other origin can send it, so the
+  // server refuses changes without it from a browser. The token travels as base64 of
+  // its UTF-8 bytes in X-Rota-Token: a browser sends header bytes as Latin-1, which
+  // cannot carry most of Unicode.
   function headers() {
+    const sent = { "X-Rota-Request": "1" };
     const token = sessionStorage.getItem("rota-token");
-    return token ? { Authorization: "Bearer " + token } : {};
+    if (token) sent["X-Rota-Token"] = utf8Base64(token);
+    return sent;
+  }
+  function utf8Base64(text) {
+    let bytes = "";
+    for (const b of new TextEncoder().encode(text)) bytes += String.fromCharCode(b);
+    return btoa(bytes);
+  }
+  function canAct() {
+    return role === "operator" || role === "admin";
   }
   async function api(path, method) {
     const response = await fetch(path, { method: method || "GET", headers: headers(),
       credentials: "omit", cache: "no-store" });
     if (response.status === 401) {
       needToken = true;
+      role = null;
       login.hidden = false;
       throw new Error("the API token is missing or wrong");
     }
@@ -107,6 +123,7 @@
     event.preventDefault();
     sessionStorage.setItem("rota-token", document.getElementById("token").value);
     needToken = false;
+    role = null;
     login.hidden = true;
     refresh();
   });
@@ -198,10 +215,10 @@
         el("td", {}, when(s.last_fire_at), el("div", {}, s.last_job_id ? jobLink(s.last_job_id) : "")),
         el("td", {}, skips || "none", el("div", { class: "muted" },
           "skipped " + s.skipped_count + ", coalesced " + s.coalesced_count)),
-        el("td", { class: "actions" },
+        el("td", { class: "actions" }, canAct() ? [
           el("button", { onclick: () => act(base + "/pause", "pause " + s.name), disabled: s.paused || s.removed }, "pause"),
           el("button", { onclick: () => act(base + "/resume", "resume " + s.name), disabled: !s.paused }, "resume"),
-          el("button", { onclick: () => act(base + "/trigger", "trigger " + s.name), disabled: s.removed }, "trigger")));
+          el("button", { onclick: () => act(base + "/trigger", "trigger " + s.name), disabled: s.removed }, "trigger")] : null));
     });
     return el("section", { id: "schedules" }, el("h2", {}, "Schedules"),
       table(["schedule", "state", "next fire", "last fire", "skip ledger", ""], rows, "no schedules"));
@@ -224,8 +241,9 @@
       el("td", {}, el("span", { class: "bad" }, j.error ? j.error.code : "–"),
         j.error ? detail(j.error.detail) : null),
       num(j.attempt_count + " / " + j.max_attempts),
-      el("td", { class: "actions" },
-        el("button", { onclick: () => act("/jobs/" + encodeURIComponent(j.job_id) + "/replay", "replay " + j.job_id) }, "replay"))));
+      el("td", { class: "actions" }, canAct()
+        ? el("button", { onclick: () => act("/jobs/" + encodeURIComponent(j.job_id) + "/replay", "replay " + j.job_id) }, "replay")
+        : null)));
     const more = shown.length < data.failed.length
       ? el("p", {}, el("a", { href: "#/failed" }, "all " + data.failed.length + " most recent failed jobs"))
       : null;
@@ -342,8 +360,8 @@
         job.error.detail ? el("pre", { class: "detail" }, job.error.detail) : null);
     }
     const actions = el("p", { class: "actions" });
-    if (job.links.cancel) actions.append(el("button", { onclick: () => act(job.links.cancel, "cancel") }, "cancel"));
-    if (job.links.replay) actions.append(el("button", { onclick: () => act(job.links.replay, "replay") }, "replay"));
+    if (job.links.cancel && canAct()) actions.append(el("button", { onclick: () => act(job.links.cancel, "cancel") }, "cancel"));
+    if (job.links.replay && canAct()) actions.append(el("button", { onclick: () => act(job.links.replay, "replay") }, "replay"));
     parts.push(actions, el("h3", {}, "Attempts"), timeline(job, nowIso));
     const rows = (job.attempts || []).map((a) => el("tr", {},
       num("#" + a.attempt), num(a.lease_generation), el("td", { class: "mono" }, a.worker_id),
@@ -393,6 +411,7 @@
       return;
     }
     try {
+      if (role === null) role = (await api("/whoami")).role;
       const nodes = await render();
       view.replaceChildren(...nodes);
       statusLine.className = "";

@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 
 from rota.cli import bounds
 from rota.cli.commands.executor import parse_pools
-from rota.cli.commands.serve import serve_in_background
+from rota.cli.commands.serve import access_for, add_allowed_host_option, serve_in_background
 from rota.cli.common import (
     EXIT_OK,
     UserError,
@@ -84,6 +84,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--serve-host", default="127.0.0.1", help="API address (default 127.0.0.1)")
     p.add_argument("--serve-port", type=bounds.PORT, default=8080, help="API port (default 8080)")
+    add_allowed_host_option(p)
     add_logging_options(p)
     add_health_options(p)
     p.set_defaults(func=run)
@@ -107,6 +108,8 @@ def _pools(engine: Engine, args: argparse.Namespace) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     path = _config_path(args)  # the numbers were checked as parsed (rota.cli.bounds)
+    # A bad tokens file or --allowed-host stops rota run before anything starts.
+    access = None if args.no_serve else access_for(args.serve_host, args.allowed_host)
     configure_logging(args)
     stop, hurry = threading.Event(), threading.Event()
     install_stop_handlers(stop, hurry)  # a second signal: hurry
@@ -150,8 +153,8 @@ def run(args: argparse.Namespace) -> int:
         )
         scheduler_thread.start()
         server = None
-        if not args.no_serve:
-            server = serve_in_background(engine, args.serve_host, args.serve_port)
+        if access is not None:
+            server = serve_in_background(engine, args.serve_host, args.serve_port, access)
         try:
             executor.run(stop, hurry)
         finally:
