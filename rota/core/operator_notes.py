@@ -1,10 +1,16 @@
 """Operator actions and the note each one carries: who, why (the time is the database's).
 
-An operator's cancel, replay, pause or resume is recorded in the
-``operator_actions`` table, in the transaction of the transition itself, with
-the actor (the OS user for the command line; whatever identity the caller
-has for other front ends), an optional free-text reason, and the database
-clock. ``rota job`` and ``rota schedules`` show them.
+Every operator action (cancel, replay, pause, resume, trigger, prune,
+backfill) is recorded in the ``operator_actions`` table, in the transaction
+of the change itself, with the actor (``user@host`` for the command line, or
+its ``--actor``; the token's name over HTTP), an optional free-text reason,
+and the database clock. ``rota audit``, ``GET /audit``, ``rota job`` and the
+job's and schedule's resources list them.
+
+Each row has one target (``TargetKind``): a job (cancel, replay: one row
+per job, a bulk action too), a schedule (pause, resume, trigger, backfill),
+or a set of jobs described in words (prune: one row for the whole run, never
+one per deleted job).
 
 Both strings come from outside (a command line, an HTTP body) and are
 hostile until checked: ``ActionNote.of`` refuses what cannot be stored or
@@ -28,6 +34,28 @@ class OperatorAction(StrEnum):
     REPLAY = "replay"
     PAUSE = "pause"
     RESUME = "resume"
+    TRIGGER = "trigger"
+    PRUNE = "prune"
+    BACKFILL = "backfill"
+
+
+class TargetKind(StrEnum):
+    """What an action was taken on; a row holds exactly one (a CHECK says so)."""
+
+    JOB = "job"  # job_id
+    SCHEDULE = "schedule"  # schedule_name
+    JOBS = "jobs"  # job_filter: the jobs a prune chose, in words
+
+
+def target_of(
+    job_id: object | None, schedule_name: str | None, job_filter: str | None
+) -> tuple[TargetKind, str]:
+    """The kind and the text of a row's target, from its three target columns."""
+    if job_id is not None:
+        return TargetKind.JOB, str(job_id)
+    if schedule_name is not None:
+        return TargetKind.SCHEDULE, schedule_name
+    return TargetKind.JOBS, job_filter or ""
 
 
 def check_note_text(field: str, value: str, max_chars: int) -> str:

@@ -374,6 +374,13 @@ metric_inbox = Table(
 # columns on jobs: every claim and heartbeat rewrites a job's row, and a
 # reason carried there would be copied each time; and a job replayed after a
 # cancel keeps both notes. Rows go with their job or schedule (CASCADE).
+# One target per row (``rota.core.operator_notes.TargetKind``): exactly one
+# of job_id, schedule_name and job_filter is set.
+_ONE_TARGET = " + ".join(
+    f"(CASE WHEN {column} IS NULL THEN 0 ELSE 1 END)"
+    for column in ("job_id", "schedule_name", "job_filter")
+)
+
 operator_actions = Table(
     "operator_actions",
     metadata,
@@ -383,14 +390,18 @@ operator_actions = Table(
         primary_key=True,
         autoincrement=True,
     ),
+    # A job's actions go with the job (retention prunes both); a prune's own row
+    # names no job, so it stays.
     Column("job_id", Uuid(), ForeignKey("jobs.job_id", ondelete="CASCADE")),
     Column("schedule_name", String(200), ForeignKey("schedules.name", ondelete="CASCADE")),
+    Column("job_filter", Text),  # the jobs a prune chose, in words
     Column("action", String(20), nullable=False),
     Column("actor", String(200), nullable=False),
     Column("reason", Text),
+    Column("detail", Text),  # what the action covered: a backfill's range, a trigger's job
     Column("at", UTCDateTime(), nullable=False),
     CheckConstraint(f"action IN {sql_in(OperatorAction)}", name="action_known"),
-    CheckConstraint("(job_id IS NULL) <> (schedule_name IS NULL)", name="one_target"),
+    CheckConstraint(f"{_ONE_TARGET} = 1", name="one_target"),
     Index(
         "ix_operator_actions_job",
         "job_id",
@@ -404,6 +415,9 @@ operator_actions = Table(
         postgresql_where=text("schedule_name IS NOT NULL"),
         sqlite_where=text("schedule_name IS NOT NULL"),
     ),
+    # The audit, newest first (GET /audit, rota audit), whole or by actor.
+    Index("ix_operator_actions_at", "at", "action_id"),
+    Index("ix_operator_actions_actor", "actor", "at", "action_id"),
 )
 
 __all__ = [

@@ -23,7 +23,7 @@ from rota.core.database import (
     short_error,
 )
 
-HEAD = "0011"
+HEAD = "0012"
 VERSION_TABLE = "alembic_version"
 
 

@@ -192,3 +192,80 @@ def test_commands_and_the_executor_start_without_alembic(db_url: str) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _with_a_schedule(engine: Engine) -> None:
+    from sqlalchemy import func, insert
+
+    from rota.core.tables import schedules
+
+    with engine.begin() as conn:
+        conn.execute(
+            insert(schedules).values(
+                name="s",
+                job_type="t",
+                definition={},
+                definition_hash="h",
+                created_at=func.now(),
+                updated_at=func.now(),
+            )
+        )
+
+
+def _record(engine: Engine, action: str, **target: object) -> None:
+    from sqlalchemy import func, insert
+
+    from rota.core.tables import operator_actions
+
+    with engine.begin() as conn:
+        conn.execute(
+            insert(operator_actions).values(action=action, actor="a", at=func.now(), **target)
+        )
+
+
+def test_the_migrated_operator_actions_checks_are_the_models(empty_db_url: str) -> None:
+    # Alembic's comparison does not look at CHECK constraints: every action the
+    # enum names must be storable in a migrated database, on exactly one target
+    # (a job, a schedule, or a described set of jobs), and nothing else.
+    from sqlalchemy.exc import IntegrityError
+
+    from rota.core.operator_notes import OperatorAction
+
+    engine = make_engine(empty_db_url)
+    try:
+        upgrade(engine)
+        _with_a_schedule(engine)
+        for known in OperatorAction:
+            _record(engine, known.value, schedule_name="s")
+        _record(engine, "prune", job_filter="every finished job")
+        bad: list[tuple[str, dict[str, object]]] = [
+            ("delete", {"schedule_name": "s"}),
+            ("pause", {}),
+            ("pause", {"schedule_name": "s", "job_filter": "x"}),
+        ]
+        for action, target in bad:
+            with pytest.raises(IntegrityError):
+                _record(engine, action, **target)
+    finally:
+        engine.dispose()
+
+
+def test_a_downgrade_drops_the_actions_the_older_schema_cannot_hold(empty_db_url: str) -> None:
+    engine = make_engine(empty_db_url)
+    try:
+        upgrade(engine)
+        _with_a_schedule(engine)
+        for action in ("pause", "resume", "trigger", "backfill"):
+            _record(engine, action, schedule_name="s", detail="d")
+        _record(engine, "prune", job_filter="every finished job")
+        downgrade(engine, "0011")
+        with engine.connect() as conn:
+            kept = conn.execute(text("SELECT action FROM operator_actions ORDER BY action_id"))
+            assert [a for (a,) in kept] == ["pause", "resume"]
+        upgrade(engine)
+        assert _drift(empty_db_url) == []
+        with engine.connect() as conn:
+            kept = conn.execute(text("SELECT action FROM operator_actions ORDER BY action_id"))
+            assert [a for (a,) in kept] == ["pause", "resume"]
+    finally:
+        engine.dispose()
