@@ -16,7 +16,7 @@ from dataclasses import replace
 from sqlalchemy import Engine
 
 from rota.cli import bounds
-from rota.cli.common import RuntimeFailure, UserError, add_db_option, add_reason_option
+from rota.cli.common import RuntimeFailure, UserError, add_db_option, add_note_options
 from rota.cli.filters import add_filter_options, has_filter, job_filter
 from rota.core.database import short_error
 from rota.core.operator_notes import ActionNote
@@ -39,7 +39,7 @@ def add_single_and_bulk_options(p: argparse.ArgumentParser, states_help: str) ->
         nargs="?",
         help="the job's id, or at least 8 of its first hex digits; or filters instead",
     )
-    add_reason_option(p)
+    add_note_options(p)
     add_filter_options(p, states_help=states_help)
     p.add_argument("--dry-run", action="store_true", help="bulk form: count, change nothing")
     p.add_argument(

@@ -12,6 +12,7 @@ import getpass
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -74,12 +75,18 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_reason_option(parser: argparse.ArgumentParser) -> None:
+def add_note_options(parser: argparse.ArgumentParser) -> None:
+    """``--reason`` and ``--actor``: every command that acts takes both (``operator_note``)."""
     parser.add_argument(
         "--reason",
         metavar="TEXT",
-        help="why (kept with your OS user name and the time; shown by `rota job` and "
-        "`rota schedules`)",
+        help="why (kept with the actor and the time; shown by `rota audit` and `rota job`)",
+    )
+    parser.add_argument(
+        "--actor",
+        metavar="NAME",
+        help="who acts, as the audit records it (default: your OS user at this host, "
+        "like alice@host)",
     )
 
 
@@ -99,10 +106,27 @@ def os_user() -> str:
     return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown user"
 
 
-def operator_note(args: argparse.Namespace) -> ActionNote:
-    """The OS user and ``--reason``, checked (a reason that cannot be kept is exit 2)."""
+def os_actor() -> str:
+    """``user@host``: the same login name on two machines is two people, or at least
+    two places to look. The user alone when the host name cannot be kept."""
+    user = os_user()
     try:
-        return ActionNote.of(os_user(), getattr(args, "reason", None))
+        return ActionNote.of(f"{user}@{socket.gethostname()}").actor
+    except (OSError, ValueError):  # no host name, or one too long or unprintable
+        return user
+
+
+def operator_note(args: argparse.Namespace) -> ActionNote:
+    """``--actor`` (else ``os_actor()``) and ``--reason``, checked: a value that cannot
+    be kept is exit 2, before anything is done."""
+    actor = getattr(args, "actor", None)
+    if actor is not None:
+        try:
+            ActionNote.of(actor)
+        except ValueError as exc:
+            raise UserError(f"--actor: {exc}") from None
+    try:
+        return ActionNote.of(os_actor() if actor is None else actor, getattr(args, "reason", None))
     except ValueError as exc:
         raise UserError(f"--reason: {exc}") from None
 

@@ -43,6 +43,7 @@ COMMANDS = (
     "run",
     "serve",
     "workers",
+    "audit",
 )
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from rota.core.states import JobState
+from rota.core.timefmt import as_utc
 
 Row = Mapping[Any, Any]  # a job or attempt row (SQLAlchemy RowMapping)
 
@@ -141,6 +142,33 @@ def action_line(action: Row) -> str:
 
 def action_json(action: Row) -> dict[str, Any]:
     return {k: _json_value(action[k]) for k in ("action", "actor", "reason", "at")}
+
+
+def audit_json(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``audit_entry`` as ``rota audit --json`` and ``GET /audit`` write it."""
+    at = as_utc(entry["at"]).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return {**entry, "at": at}
+
+
+def audit_table(entries: Sequence[Mapping[str, Any]]) -> str:
+    """One line per action, newest first; the reason last, as written."""
+    rows = [
+        (
+            _at(e["at"]),
+            e["actor"],
+            e["action"],
+            f"{e['target_kind']} {e['target']}" + (f" ({e['detail']})" if e["detail"] else ""),
+            e["reason"] or "-",
+        )
+        for e in entries
+    ]
+    header = ("AT", "ACTOR", "ACTION", "TARGET", "REASON")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = []
+    for r in [header, *rows]:
+        padded = [f"{cell:{width}}" for cell, width in zip(r[:4], widths, strict=True)]
+        lines.append("  ".join([*padded, r[4]]))
+    return "\n".join(lines)
 
 
 def job_detail(

@@ -9,6 +9,7 @@
   which cannot equal a regular key (those have no ``manual:``). It does not
   move the cursor, and the overlap policy does not apply to it: an operator
   asked for it. A paused schedule can be triggered; a removed one cannot.
+  Its operator action names the job it made (``detail``).
 * backfill: every occurrence in ``[from, to)`` with its regular key, in batches
   of ``batch`` per transaction; existing keys are counted, not duplicated, so
   running it twice makes nothing new. The cursor does not move. The range is
@@ -19,7 +20,13 @@
   ``pruned_through`` (the newest one whose job was pruned by retention) are
   not made again: they are counted as ``pruned``. Each batch reads the
   watermark with the schedule row held FOR SHARE, so a prune running
-  meanwhile cannot slip between the read and the insert.
+  meanwhile cannot slip between the read and the insert. Its one operator
+  action (the range and the number of occurrences in ``detail``) is written
+  with the first batch, so a backfill stopped half-way is on record.
+
+Each action given an ``ActionNote`` records it in ``operator_actions``
+(``rota.core.queries.operator_actions``) in its own transaction; pause and
+resume only when they changed the schedule.
 """
 
 from __future__ import annotations
@@ -219,6 +226,10 @@ def trigger(
         )
         insert_jobs_or_skip(conn, [job])
         record_manual_fire(conn, name, job.job_id, clock)
+        if note is not None:
+            record_schedule_action(
+                conn, OperatorAction.TRIGGER, name, note, now, detail=f"job {job.job_id}"
+            )
         notify_schedules_changed(conn)
     emit(
         log,
@@ -300,11 +311,13 @@ def backfill(
     *,
     limit: int = BACKFILL_LIMIT,
     now: datetime | None = None,
+    note: ActionNote | None = None,
 ) -> BackfillResult:
     """Make every occurrence of ``name`` in ``[start, end)`` that has no job yet.
 
     Refused (``BackfillRefused``, nothing created) past ``limit`` occurrences
-    or with ``end`` later than now.
+    or with ``end`` later than now. With ``note``, one operator action is
+    recorded, in the first transaction that writes.
     """
     # The chunks below leave out what lies at or before the watermark, read as
     # each one commits: that count is not needed here.
@@ -324,6 +337,8 @@ def backfill(
     rule = compile_rule(spec)
     created = existing = dst_skipped = pruned = 0
     watermark: datetime | None = None
+    detail = f"[{utc_key(start)}, {utc_key(end)}): {counted.count:,} occurrence(s)"
+    unrecorded = note  # until the first transaction that writes records it
     occ = rule.next_after(start - timedelta(microseconds=1))
     while occ is not None and occ.instant < end:
         chunk: list[NewJob] = []
@@ -350,8 +365,18 @@ def backfill(
                 pruned += len(chunk) - len(fresh)
                 chunk = fresh
             inserted = insert_jobs_or_skip(conn, chunk)
+            if unrecorded is not None:
+                record_schedule_action(
+                    conn, OperatorAction.BACKFILL, name, unrecorded, now, detail=detail
+                )
+                unrecorded = None
         created += len(inserted)
         existing += len(chunk) - len(inserted)
+    if unrecorded is not None:  # a range without occurrences: asked for all the same
+        with engine.begin() as conn:
+            record_schedule_action(
+                conn, OperatorAction.BACKFILL, name, unrecorded, now, detail=detail
+            )
     emit(
         log,
         "schedule_backfilled",
@@ -359,6 +384,8 @@ def backfill(
         created=created,
         existing=existing,
         pruned=pruned,
+        actor=note.actor if note else None,
+        reason=note.reason if note else None,
     )
     return BackfillResult(created, existing, dst_skipped, pruned, watermark)
 

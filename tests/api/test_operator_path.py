@@ -97,6 +97,7 @@ def test_api_pause_resume_and_trigger_name_the_actor(
     assert recorded(engine) == [
         ("pause", None, "nightly", "default"),
         ("resume", None, "nightly", "default"),
+        ("trigger", None, "nightly", "default"),
     ]
     actors = {name: fields.get("actor") for name, fields in events(caplog)}
     assert actors["schedule_paused"] == "default"

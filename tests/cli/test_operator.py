@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import socket
 import subprocess
 import sys
 import uuid
@@ -67,9 +68,10 @@ def rota(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 @pytest.fixture
 def alice(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Commands run as the login name "alice" ($LOGNAME is what getpass reads first)."""
+    """Commands run as the login name "alice" ($LOGNAME is what getpass reads first),
+    recorded as alice at this host."""
     monkeypatch.setenv("LOGNAME", "alice")
-    yield "alice"
+    yield f"alice@{socket.gethostname()}"
 
 
 def add(
@@ -310,21 +312,21 @@ def test_schedules_shows_skip_counts_by_reason_and_who_paused_and_why(
     code, out, _ = rota(capsys, "schedules", "--db", db_url)
     block = out.split("hourly-cleanup", 1)[1].split("nightly-report")[0]
     assert "misfire 4, paused 9" in block
-    assert "last action: pause by alice at " in block
+    assert f"last action: pause by {alice} at " in block
     assert block.rstrip().endswith(": upstream API down, INC-1234") or (
         ": upstream API down, INC-1234" in block
     )
     code, out, _ = rota(capsys, "schedules", "--db", db_url, "--json")
     (item,) = [d for d in json.loads(out) if d["name"] == "hourly-cleanup"]
     assert item["skipped_by_reason"] == {"misfire": 4, "paused": 9}
-    assert item["last_action"]["actor"] == "alice"
+    assert item["last_action"]["actor"] == alice
     assert item["last_action"]["reason"] == "upstream API down, INC-1234"
     assert item["last_action"]["action"] == "pause"
 
     code, out, _ = rota(capsys, "resume", "hourly-cleanup", "--db", db_url, "--reason", "fixed")
     assert code == 0
     code, out, _ = rota(capsys, "schedules", "--db", db_url)
-    assert "last action: resume by alice at " in out and ": fixed" in out
+    assert f"last action: resume by {alice} at " in out and ": fixed" in out
 
 
 def test_preview_name_alone_previews_the_schedule_as_applied(
@@ -403,15 +405,15 @@ def test_cancel_and_replay_keep_the_reason_the_os_user_and_the_time(
     code, out, _ = rota(capsys, "job", str(job_id), "--db", db_url)
     actions = out.split("operator actions", 1)[1].strip().splitlines()
     assert len(actions) == 2  # the second cancel changed nothing and is not recorded
-    assert actions[0].strip().startswith("replay by alice at ")
+    assert actions[0].strip().startswith(f"replay by {alice} at ")
     assert actions[0].endswith(": fixed the bug; retry")
-    assert actions[1].strip().startswith("cancel by alice at ")
+    assert actions[1].strip().startswith(f"cancel by {alice} at ")
     assert actions[1].endswith(": '; DROP TABLE jobs;-- ✓")
     code, out, _ = rota(capsys, "job", str(job_id)[:8], "--db", db_url, "--json")
     recorded = json.loads(out)["operator_actions"]
     assert [(a["action"], a["actor"]) for a in recorded] == [
-        ("replay", "alice"),
-        ("cancel", "alice"),
+        ("replay", alice),
+        ("cancel", alice),
     ]
     at = datetime.fromisoformat(recorded[0]["at"].replace("Z", "+00:00"))
     assert before <= at <= datetime.now(UTC) + timedelta(seconds=5)
@@ -420,7 +422,7 @@ def test_cancel_and_replay_keep_the_reason_the_os_user_and_the_time(
     code, out, _ = rota(capsys, "cancel", str(running), "--db", db_url)
     assert code == 0 and "requested" in out
     code, out, _ = rota(capsys, "job", str(running), "--db", db_url)
-    assert "cancel by alice at " in out and "(no reason given)" in out
+    assert f"cancel by {alice} at " in out and "(no reason given)" in out
 
 
 def test_the_os_user_falls_back_to_the_account_name(
@@ -434,7 +436,7 @@ def test_the_os_user_falls_back_to_the_account_name(
     assert rota(capsys, "cancel", str(job_id), "--db", db_url)[0] == 0
     with engine.connect() as conn:
         actor = conn.execute(select(operator_actions.c.actor)).scalar_one()
-    assert actor == pwd.getpwuid(os.getuid()).pw_name
+    assert actor == f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,8 @@
-"""``rota backfill NAME --from ISO --to ISO``: make every occurrence in [from, to)."""
+"""``rota backfill NAME --from ISO --to ISO``: make every occurrence in [from, to).
+
+The run is one operator action (``rota audit``: the schedule, the range)
+with ``--reason`` and ``--actor``; a dry run records nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,16 @@ import argparse
 from typing import Any
 
 from rota.cli import bounds
-from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
+from rota.cli.common import (
+    EXIT_OK,
+    UserError,
+    add_config_option,
+    add_db_option,
+    add_note_options,
+    checked_arg,
+    open_database,
+    operator_note,
+)
 from rota.core.timefmt import parse_instant, utc_key
 from rota.operations.schedules import (
     BACKFILL_LIMIT,
@@ -46,6 +59,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print the count and the first and last keys"
     )
+    add_note_options(p)
     add_db_option(p)
     add_config_option(p)
     p.set_defaults(func=run)
@@ -73,6 +87,8 @@ def _dry_run(args: argparse.Namespace, counted: BackfillCount) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    name = checked_arg("NAME", args.name)
+    note = operator_note(args)
     try:
         start = parse_instant(args.start)
         end = parse_instant(args.end)
@@ -83,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     with open_database(args) as engine:
         try:
             if args.dry_run:
-                return _dry_run(args, count_backfill(engine, args.name, start, end, args.limit))
-            result = backfill(engine, args.name, start, end, limit=args.limit)
+                return _dry_run(args, count_backfill(engine, name, start, end, args.limit))
+            result = backfill(engine, name, start, end, limit=args.limit, note=note)
         except (UnknownSchedule, ScheduleRemoved, BackfillRefused) as exc:
             raise UserError(str(exc)) from None
     line = (

@@ -9,7 +9,8 @@ An unknown id, an ambiguous prefix or a malformed one is bad input (exit 2).
 
 The bulk form cancels every job the filters match (in QUEUED, RETRY_WAIT or
 RUNNING, or the ``--state`` given among them), in bounded batches, with the same
-statement as the single form. ``--reason`` is kept with the OS user and the time.
+statement as the single form. ``--reason`` is kept with the actor (the OS user at
+this host, or ``--actor``) and the time, one ``rota audit`` row per job.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``rota pause NAME [--reason TEXT]``: stop a schedule from making jobs.
 
-Jobs already made are kept. The reason, the OS user and the time are kept
-and shown by ``rota schedules``.
+Jobs already made are kept. The reason, the actor (the OS user at this host,
+or ``--actor``) and the time are kept and shown by ``rota schedules`` and
+``rota audit``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from rota.cli.common import (
     UserError,
     add_config_option,
     add_db_option,
-    add_reason_option,
+    add_note_options,
     checked_arg,
     open_database,
     operator_note,
@@ -27,7 +28,7 @@ def register(subparsers: Any) -> None:
         "pause", help="pause a schedule: it makes no jobs until resumed"
     )
     p.add_argument("name", metavar="NAME", help="the schedule")
-    add_reason_option(p)
+    add_note_options(p)
     add_db_option(p)
     add_config_option(p)
     p.set_defaults(func=run)

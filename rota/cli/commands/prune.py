@@ -8,7 +8,8 @@ running executors are never held up), until nothing is left to prune.
 ``--state S`` limits it to one final state. Attempt rows go with their job;
 skip-ledger rows older than the retention are folded (totals kept) unless
 ``--state`` is given. An occurrence whose job is pruned is never created again
-(see ``rota backfill``).
+(see ``rota backfill``). The run is one operator action (``rota audit``) with
+``--reason`` and ``--actor``; see ``rota.operations.prune``.
 """
 
 from __future__ import annotations
@@ -17,20 +18,19 @@ import argparse
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine
-
-from rota.cli.common import EXIT_OK, UserError, add_config_option, add_db_option, open_database
-from rota.core.durations import DurationError, format_duration, parse_duration
-from rota.core.queries.job_types import load_job_types
-from rota.core.queries.jobs_prune import (
-    PRUNE_BATCH,
-    PruneRule,
-    count_prunable,
-    fold_old_skips,
-    prune_finished_batch,
+from rota.cli.common import (
+    EXIT_OK,
+    UserError,
+    add_config_option,
+    add_db_option,
+    add_note_options,
+    open_database,
+    operator_note,
 )
-from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
+from rota.core.durations import DurationError, format_duration, parse_duration
+from rota.core.queries.jobs_prune import PruneRule
 from rota.core.states import TERMINAL
+from rota.operations.prune import count, prune
 
 
 def register(subparsers: Any) -> None:
@@ -56,6 +56,7 @@ def register(subparsers: Any) -> None:
         help="only jobs in this final state: " + ", ".join(TERMINAL),
     )
     p.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
+    add_note_options(p)
     add_db_option(p)
     add_config_option(p)
     p.set_defaults(func=run)
@@ -76,60 +77,28 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             f"--state {args.state}: only finished jobs are pruned: one of {', '.join(TERMINAL)}"
         )
-    states = (args.state,) if args.state is not None else TERMINAL
+    note = operator_note(args)
     with open_database(args) as engine:
-        with engine.begin() as conn:
-            rules = prune_rules(conn, load_job_types(conn), states=states, older_than=older_than)
         if args.dry_run:
-            _dry_run(engine, rules)
+            total = 0
+            for counted in count(engine, args.state, older_than):
+                total += counted.jobs
+                if counted.jobs:
+                    print(f"{_rule(counted.rule)}: {counted.jobs} would be pruned")
+            print(f"dry run: {total} finished job(s) would be pruned; nothing was deleted")
             return EXIT_OK
-        jobs = attempts = 0
-        for rule in rules:
-            n, a = _prune_rule(engine, rule)
-            jobs += n
-            attempts += a
-            if n:
-                print(f"{rule.state} {rule.job_type}: {_what(rule)}: {n} pruned")
-        line = f"pruned {jobs} finished job(s) and {attempts} attempt row(s)"
-        if args.state is None:
-            keep = older_than if older_than is not None else SKIP_LEDGER_RETAIN
-            line += f"; folded {_fold(engine, keep)} skip-ledger row(s) older than "
-            line += format_duration(keep)
-        print(line)
+        result = prune(engine, state=args.state, older_than=older_than, note=note)
+    for done in result.by_rule:
+        print(f"{_rule(done.rule)}: {done.jobs} pruned")
+    line = f"pruned {result.jobs} finished job(s) and {result.attempts} attempt row(s)"
+    if result.folded is not None and result.folded_older_than is not None:
+        line += f"; folded {result.folded} skip-ledger row(s) older than "
+        line += format_duration(result.folded_older_than)
+    print(line)
     return EXIT_OK
 
 
-def _what(rule: PruneRule) -> str:
-    return f"finished more than {format_duration(rule.older_than)} ago"
-
-
-def _dry_run(engine: Engine, rules: list[PruneRule]) -> None:
-    total = 0
-    with engine.connect() as conn:
-        for rule in rules:
-            n = count_prunable(conn, rule)
-            total += n
-            if n:
-                print(f"{rule.state} {rule.job_type}: {_what(rule)}: {n} would be pruned")
-    print(f"dry run: {total} finished job(s) would be pruned; nothing was deleted")
-
-
-def _prune_rule(engine: Engine, rule: PruneRule) -> tuple[int, int]:
-    jobs = attempts = 0
-    while True:
-        with engine.begin() as conn:  # one short transaction per batch
-            pruned = prune_finished_batch(conn, rule, limit=PRUNE_BATCH)
-        jobs += pruned.jobs
-        attempts += pruned.attempts
-        if pruned.jobs < PRUNE_BATCH:
-            return jobs, attempts
-
-
-def _fold(engine: Engine, keep: timedelta) -> int:
-    total = 0
-    while True:
-        with engine.begin() as conn:
-            n = fold_old_skips(conn, keep)
-        total += n
-        if n == 0:
-            return total
+def _rule(rule: PruneRule) -> str:
+    return (
+        f"{rule.state} {rule.job_type}: finished more than {format_duration(rule.older_than)} ago"
+    )

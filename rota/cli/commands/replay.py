@@ -6,8 +6,9 @@ Only a FAILED job can be replayed: any other state, an unknown id, an
 ambiguous prefix or a malformed one is bad input (exit 2).
 
 The bulk form replays every FAILED job the filters match, in bounded batches,
-with the same statement as the single form. ``--reason`` is kept with the OS
-user and the time.
+with the same statement as the single form. ``--reason`` is kept with the actor
+(the OS user at this host, or ``--actor``) and the time, one ``rota audit`` row
+per job.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from rota.cli.common import (
     UserError,
     add_config_option,
     add_db_option,
-    add_reason_option,
+    add_note_options,
     checked_arg,
     open_database,
     operator_note,
@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("name", metavar="NAME", help="the schedule")
-    add_reason_option(p)
+    add_note_options(p)
     add_db_option(p)
     add_config_option(p)
     p.set_defaults(func=run)
