@@ -4,8 +4,9 @@ Submissions go through ``rota.producer.enqueue`` in one transaction: a value it
 refuses, an unknown job type or backpressure raises before anything is
 inserted, so a failed request never leaves a partial job behind. Cancel and
 replay go through ``rota.operations.jobs``, the path the CLI takes: the same
-guarded statement, an ``operator_actions`` row naming the request's actor, and
-the same event line.
+guarded statement, an ``operator_actions`` row naming the request's actor and
+the body's reason (``rota.api.audit.action_note``), and the same event line.
+``GET /jobs/{id}`` lists those rows as ``actions``.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
-from rota.api.auth import operator_note
+from rota.api.audit import ACTION_OPENAPI, ACTION_RESPONSES, action_note, since_param
 from rota.api.problems import (
     ILLEGAL_TRANSITION,
     INVALID_REQUEST,
@@ -37,7 +38,6 @@ from rota.api.problems import (
     Problem,
 )
 from rota.api.resources import job_location, job_resource
-from rota.core.durations import DurationError, parse_duration
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.job_ids import NoSuchJob
 from rota.core.queries.jobs_read import (
@@ -48,6 +48,7 @@ from rota.core.queries.jobs_read import (
     get_job,
     newest_jobs,
 )
+from rota.core.queries.operator_actions import actions_of_job
 from rota.core.states import ALL_STATES, JobState
 from rota.core.timefmt import parse_instant
 from rota.operations import jobs as operations
@@ -58,6 +59,7 @@ router = APIRouter(tags=["jobs"])
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
 MAX_BODY_BYTES = 2_000_000  # args are at most 1 MB of JSON (rota.core.storable)
+ACTIONS_SHOWN = 100  # the newest operator actions listed with one job
 
 
 class JobSubmission(BaseModel):
@@ -95,7 +97,8 @@ def _load(conn: Connection, job_id: uuid.UUID, *, attempts: bool) -> dict[str, A
     if job is None:
         raise Problem(404, "No such job", f"no job {job_id}", type=NOT_FOUND)
     history = get_attempts(conn, job_id) if attempts else None
-    return job_resource(job, database_now(conn), history)
+    actions = actions_of_job(conn, job_id, newest=ACTIONS_SHOWN) if attempts else None
+    return job_resource(job, database_now(conn), history, actions=actions)
 
 
 @router.post(
@@ -188,7 +191,7 @@ def _submit(body: JobSubmission, request: Request) -> JSONResponse:
     return JSONResponse(resource, status_code=202, headers={"Location": location})
 
 
-@router.get("/jobs/{job_id}", summary="One job, with its attempts")
+@router.get("/jobs/{job_id}", summary="One job, with its attempts and operator actions")
 def read_job(job_id: str, request: Request) -> dict[str, Any]:
     with engine_of(request).connect() as conn:
         return _load(conn, parse_job_id(job_id), attempts=True)
@@ -207,25 +210,6 @@ def _states(text: str | None) -> tuple[str, ...]:
             type=INVALID_REQUEST,
         )
     return states
-
-
-def _since(text: str | None, now: datetime) -> datetime | None:
-    """An ISO-8601 instant, or a duration back from now (``1h``, ``30m``)."""
-    if not text:
-        return None
-    try:
-        return now - parse_duration(text)
-    except (DurationError, OverflowError):
-        pass
-    try:
-        return parse_instant(text)
-    except ValueError:
-        raise Problem(
-            422,
-            "Invalid request",
-            "since: use an ISO-8601 instant or a duration like 1h",
-            type=INVALID_REQUEST,
-        ) from None
 
 
 def _encode_cursor(created_at: datetime, job_id: uuid.UUID) -> str:
@@ -272,7 +256,7 @@ def list_jobs(
             states=states,
             job_types=() if job_type is None else (job_type,),
             schedules=() if schedule is None else (schedule,),
-            created_since=_since(since, now),
+            created_since=since_param(since, now),
         )
         rows = newest_jobs(conn, f, limit=limit + 1, after=after)
     page = rows[:limit]
@@ -303,15 +287,19 @@ def list_jobs(
 @router.post(
     "/jobs/{job_id}/cancel",
     summary="Cancel a job (a running job is asked to stop)",
+    openapi_extra=ACTION_OPENAPI,
     responses={
         200: {"description": "cancelled (or already cancelled)"},
         202: {"description": "running: cancellation requested, the worker stops"},
         409: {"description": "the job already finished"},
+        **ACTION_RESPONSES,
     },
 )
-def cancel_job(job_id: str, request: Request) -> JSONResponse:
+def cancel_job(
+    job_id: str, request: Request, note: Annotated[ActionNote, Depends(action_note)]
+) -> JSONResponse:
     jid = parse_job_id(job_id)
-    result = _act(operations.cancel_job, jid, request)
+    result = _act(operations.cancel_job, jid, request, note)
     if not result.changed and result.state not in (
         JobState.CANCELLED,
         JobState.CANCEL_REQUESTED,
@@ -330,11 +318,14 @@ def cancel_job(job_id: str, request: Request) -> JSONResponse:
 @router.post(
     "/jobs/{job_id}/replay",
     summary="Put a FAILED job back in the queue with a fresh attempt budget",
-    responses={409: {"description": "the job is not FAILED"}},
+    openapi_extra=ACTION_OPENAPI,
+    responses={409: {"description": "the job is not FAILED"}, **ACTION_RESPONSES},
 )
-def replay_job(job_id: str, request: Request) -> JSONResponse:
+def replay_job(
+    job_id: str, request: Request, note: Annotated[ActionNote, Depends(action_note)]
+) -> JSONResponse:
     jid = parse_job_id(job_id)
-    result = _act(operations.replay_job, jid, request)
+    result = _act(operations.replay_job, jid, request, note)
     if not result.changed:
         raise Problem(
             409,
@@ -352,9 +343,10 @@ def _act(
     action: Callable[[Engine, str, ActionNote], operations.JobControl],
     jid: uuid.UUID,
     request: Request,
+    note: ActionNote,
 ) -> operations.JobControl:
     try:
-        return action(engine_of(request), str(jid), operator_note(request))
+        return action(engine_of(request), str(jid), note)
     except NoSuchJob:
         raise Problem(404, "No such job", f"no job {jid}", type=NOT_FOUND) from None
 

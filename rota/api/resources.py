@@ -3,9 +3,9 @@
 A job resource reports a state, not a guess: queued (and when it is due),
 running with its progress and the age of its last heartbeat, waiting to retry
 after which error, succeeded with its result reference, failed with its error
-code and detail, cancelled; its attempts and timestamps. Instants are UTC
-ISO-8601 with six fractional digits and ``Z`` (``2026-12-01T02:00:00.000000Z``):
-one width, so their text sorts as they do.
+code and detail, cancelled; its attempts, timestamps and operator actions.
+Instants are UTC ISO-8601 with six fractional digits and ``Z``
+(``2026-12-01T02:00:00.000000Z``): one width, so their text sorts as they do.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rota.core.config import ScheduleSpec
+from rota.core.queries.operator_actions import audit_entry
 from rota.core.states import CLAIMABLE, LEASED, JobState
 from rota.core.timefmt import as_utc
 
@@ -37,10 +38,23 @@ def job_location(job_id: uuid.UUID | str) -> str:
     return f"/jobs/{job_id}"
 
 
+def audit_resource(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An operator action (``rota.core.queries.operator_actions.audit_entry``) over HTTP."""
+    return {**entry, "at": instant(entry["at"])}
+
+
 def job_resource(
-    job: Row, now: datetime, attempts: Sequence[Row] | None = None, *, args: bool = True
+    job: Row,
+    now: datetime,
+    attempts: Sequence[Row] | None = None,
+    *,
+    args: bool = True,
+    actions: Sequence[Row] | None = None,
 ) -> dict[str, Any]:
-    """One job; ``args=False`` leaves its arguments out (lists: they can be a megabyte each)."""
+    """One job; ``args=False`` leaves its arguments out (lists: they can be a megabyte each).
+
+    ``actions``: its operator actions (``operator_actions`` rows), oldest first.
+    """
     state = job["state"]
     job_id = str(job["job_id"])
     data: dict[str, Any] = {
@@ -96,6 +110,8 @@ def job_resource(
         data["links"]["replay"] = job_location(job_id) + "/replay"
     if attempts is not None:
         data["attempts"] = [attempt_resource(a) for a in attempts]
+    if actions is not None:
+        data["actions"] = [audit_resource(audit_entry(a)) for a in actions]
     return data
 
 
@@ -115,8 +131,12 @@ def attempt_resource(a: Row) -> dict[str, Any]:
 
 
 def schedule_resource(
-    row: Row, totals: Mapping[str, int], ledger: Sequence[Row] | None = None
+    row: Row,
+    totals: Mapping[str, int],
+    ledger: Sequence[Row] | None = None,
+    actions: Sequence[Row] | None = None,
 ) -> dict[str, Any]:
+    """One schedule; with its skip ledger and its operator actions (oldest first) if given."""
     spec = ScheduleSpec.from_json(row["definition"])
     name = row["name"]
     path = f"/schedules/{quote(name, safe='')}"
@@ -156,4 +176,6 @@ def schedule_resource(
             }
             for s in ledger
         ]
+    if actions is not None:
+        data["actions"] = [audit_resource(audit_entry(a)) for a in actions]
     return data

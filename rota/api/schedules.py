@@ -2,20 +2,24 @@
 
 The actions are ``rota.operations.schedules``'s, the same as ``rota pause``,
 ``rota resume`` and ``rota trigger``: one transaction each, the schedule row
-locked, the replicas woken.
+locked, the replicas woken, an operator action recorded with the request's
+actor and the body's reason (``rota.api.audit.action_note``). One schedule's
+resource lists its newest operator actions as ``actions``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from rota.api.auth import operator_note
+from rota.api.audit import ACTION_OPENAPI, ACTION_RESPONSES, action_note
 from rota.api.jobs import engine_of
 from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, Problem
 from rota.api.resources import instant, job_location, schedule_resource
+from rota.core.operator_notes import ActionNote
+from rota.core.queries.operator_actions import actions_of_schedule
 from rota.core.queries.schedule_skips import skips_of_schedule, totals_by_reason
 from rota.core.queries.schedules import get_schedule, list_schedules
 from rota.operations import schedules as operations
@@ -24,6 +28,8 @@ from rota.operations.schedules import ScheduleRemoved, UnknownSchedule
 router = APIRouter(tags=["schedules"])
 
 LEDGER_ROWS = 100  # the newest ledger rows shown with one schedule
+ACTIONS_SHOWN = 100  # the newest operator actions shown with one schedule
+Note = Annotated[ActionNote, Depends(action_note)]
 
 
 def _not_found(name: str) -> Problem:
@@ -38,7 +44,10 @@ def read_schedules(request: Request) -> dict[str, Any]:
     return {"schedules": [schedule_resource(r, totals.get(r["name"], {})) for r in rows]}
 
 
-@router.get("/schedules/{name:path}", summary="One schedule with its skip ledger (newest rows)")
+@router.get(
+    "/schedules/{name:path}",
+    summary="One schedule with its skip ledger and operator actions (newest rows)",
+)
 def read_schedule(name: str, request: Request) -> dict[str, Any]:
     with engine_of(request).connect() as conn:
         row = get_schedule(conn, name)
@@ -46,17 +55,23 @@ def read_schedule(name: str, request: Request) -> dict[str, Any]:
             raise _not_found(name)
         totals = totals_by_reason(conn).get(name, {})
         ledger = skips_of_schedule(conn, name, newest=LEDGER_ROWS)
-    return schedule_resource(row, totals, ledger)
+        actions = actions_of_schedule(conn, name, newest=ACTIONS_SHOWN)
+    return schedule_resource(row, totals, ledger, actions)
 
 
 def _current(request: Request, name: str) -> dict[str, Any]:
     return read_schedule(name, request)
 
 
-@router.post("/schedules/{name:path}/pause", summary="Pause: no more occurrences until resumed")
-def pause_schedule(name: str, request: Request) -> dict[str, Any]:
+@router.post(
+    "/schedules/{name:path}/pause",
+    summary="Pause: no more occurrences until resumed",
+    openapi_extra=ACTION_OPENAPI,
+    responses=ACTION_RESPONSES,
+)
+def pause_schedule(name: str, request: Request, note: Note) -> dict[str, Any]:
     try:
-        changed = operations.pause(engine_of(request), name, note=operator_note(request))
+        changed = operations.pause(engine_of(request), name, note=note)
     except UnknownSchedule:
         raise _not_found(name) from None
     return {"changed": changed, "schedule": _current(request, name)}
@@ -65,10 +80,12 @@ def pause_schedule(name: str, request: Request) -> dict[str, Any]:
 @router.post(
     "/schedules/{name:path}/resume",
     summary="Resume; the misfire policy decides what fell in the pause",
+    openapi_extra=ACTION_OPENAPI,
+    responses=ACTION_RESPONSES,
 )
-def resume_schedule(name: str, request: Request) -> dict[str, Any]:
+def resume_schedule(name: str, request: Request, note: Note) -> dict[str, Any]:
     try:
-        result = operations.resume(engine_of(request), name, note=operator_note(request))
+        result = operations.resume(engine_of(request), name, note=note)
     except UnknownSchedule:
         raise _not_found(name) from None
     return {
@@ -83,11 +100,15 @@ def resume_schedule(name: str, request: Request) -> dict[str, Any]:
     "/schedules/{name:path}/trigger",
     status_code=202,
     summary="Fire one manual occurrence now",
-    responses={409: {"description": "the schedule was removed from the schedule file"}},
+    openapi_extra=ACTION_OPENAPI,
+    responses={
+        409: {"description": "the schedule was removed from the schedule file"},
+        **ACTION_RESPONSES,
+    },
 )
-def trigger_schedule(name: str, request: Request) -> JSONResponse:
+def trigger_schedule(name: str, request: Request, note: Note) -> JSONResponse:
     try:
-        result = operations.trigger(engine_of(request), name, note=operator_note(request))
+        result = operations.trigger(engine_of(request), name, note=note)
     except UnknownSchedule:
         raise _not_found(name) from None
     except ScheduleRemoved as exc:

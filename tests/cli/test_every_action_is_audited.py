@@ -3,8 +3,8 @@
 ``rota cancel`` and ``rota replay`` (one job, or the bulk forms: one row per
 job), ``rota pause``, ``resume``, ``trigger``, ``backfill`` and ``prune``
 each record their actor (the OS user at the host, or ``--actor NAME``) and
-``--reason`` at the database clock; ``rota audit`` lists them, newest first.
-Both backends, through the real ``rota`` entry point.
+``--reason`` at the database clock; ``rota audit`` and ``GET /audit`` list
+them, newest first. Both backends, through the real ``rota`` entry point.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import Engine, select, update
 
 from rota.cli.main import main
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.tables import jobs, operator_actions
+from tests.support.api_support import running_api
 from tests.support.executor_support import job_row, job_type, states
 
 REPORT = job_type("report.generate")
@@ -152,6 +154,11 @@ def test_each_command_records_who_what_and_why_and_rota_audit_lists_them(
     assert "backfill" in lines[1] and "schedule hourly" in lines[1]
     assert lines[1].rstrip().endswith("missed in the outage")
     assert "bob" in lines[-2] and f"job {failed}" in lines[-2] and lines[-2].endswith("fixed")
+
+    # The same rows, over HTTP.
+    with running_api(engine) as base:
+        answer = httpx.get(f"{base}/audit", timeout=10).json()
+    assert summary(answer["actions"]) == got
 
 
 def test_prune_is_one_row_naming_the_jobs_it_chose(
