@@ -18,14 +18,23 @@ dateutil iterates from DTSTART, so evaluating "the next one after 2026-05-01"
 from 1970 would walk through decades of minutes. ``RRuleWalls`` moves DTSTART
 forward by whole periods (INTERVAL x FREQ) to just before the wanted time; that
 keeps every period aligned, and dateutil computes BYSETPOS over whole periods
-before dropping what precedes DTSTART, so the result is the same. Rules with
-COUNT are evaluated from their true DTSTART, since COUNT counts from there.
+before dropping what precedes DTSTART, so the result is the same. A week is
+the exception: the first weekly period runs from DTSTART's day to the end of
+its week (RFC 5545 and dateutil pick BYSETPOS from that partial week), every
+later one is a whole week from WKST, so a moved weekly DTSTART goes back to
+its week's WKST. Rules with COUNT are evaluated from their true DTSTART, since
+COUNT counts from there.
+
+A BYDAY list that mixes plain and numbered weekdays is their union, as RFC
+5545 reads it (``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR,1SA``: every weekday and
+the first Saturday), not dateutil's intersection.
 
 Every part must be in RFC 5545's range (``BYSECOND`` 0-59: a leap second
 cannot be scheduled; ``BYWEEKNO`` +-1..53; ``BYYEARDAY`` +-1..366; ...) and
 allowed with its FREQ (``BYWEEKNO`` only with YEARLY, no ``BYMONTHDAY`` with
 WEEKLY, ...); ``COUNT`` is 1 to ``MAX_COUNT`` and ``INTERVAL`` at most 100
-years' worth of periods. Parts dateutil adds to the RFC (``BYEASTER``) are refused.
+years' worth of periods; with BYMONTH, a YEARLY rule's numbered weekday counts
+within the month (1 to 5). Parts dateutil adds to the RFC (``BYEASTER``) are refused.
 
 Bounded work: every evaluation here is metered (``rrule_meter``), so a rule
 that rarely or never matches ends its search at the horizon or raises
@@ -38,8 +47,19 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from dateutil.rrule import DAILY, HOURLY, MINUTELY, MONTHLY, SECONDLY, WEEKLY, YEARLY, rrulestr
+from dateutil.rrule import (
+    DAILY,
+    HOURLY,
+    MINUTELY,
+    MONTHLY,
+    SECONDLY,
+    WEEKLY,
+    YEARLY,
+    rrulestr,
+    weekday,
+)
 from dateutil.rrule import rrule as DateutilRRule
 
 from rota.scheduler.rules.occurrence import RuleError
@@ -157,7 +177,7 @@ def parse_rrule(text: str) -> RRuleExpr:
         raise RuleError(f"bad rrule {text!r}: {exc}") from None
     if not isinstance(rule, DateutilRRule):  # one RRULE line always gives an rrule
         raise RuleError(f"bad rrule {text!r}: give exactly one RRULE")
-    rule = countable(rule, freq)
+    rule = countable(_byday_union(rule, freq, "BYMONTH" in params), freq)
     interval = int(params.get("INTERVAL", "1"))
     return RRuleExpr(
         text=text.strip(),
@@ -168,6 +188,25 @@ def parse_rrule(text: str) -> RRuleExpr:
         has_until="UNTIL" in params,
         has_count="COUNT" in params,
     )
+
+
+def _byday_union(rule: DateutilRRule, freq: int, bymonth: bool) -> DateutilRRule:
+    """The rule with a BYDAY list of plain and numbered weekdays read as RFC 5545 says.
+
+    RFC 5545 reads ``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR,1SA`` as every weekday
+    and the first Saturday; dateutil keeps only days that are both. Every plain
+    weekday is written as all its numbered ones (``MO``: ``1MO`` to ``5MO`` in
+    a month, to ``53MO`` in a year), which dateutil unites as the RFC does, so
+    BYSETPOS and COUNT see the union too.
+    """
+    plain = rule._byweekday  # type: ignore[attr-defined]  # dateutil's own fields
+    numbered = rule._bynweekday  # type: ignore[attr-defined]
+    if not plain or not numbered or freq not in (MONTHLY, YEARLY):
+        return rule
+    most = 5 if freq == MONTHLY or bymonth else 53
+    union = [weekday(w, n) for w in sorted(plain) for n in range(1, most + 1)]
+    union += [weekday(w, n) for w, n in sorted(numbered)]
+    return rule.replace(byweekday=union)
 
 
 def _parse_dtstart(text: str, line: str) -> datetime:
@@ -219,7 +258,7 @@ def _check_parts(text: str, params: dict[str, str]) -> int:
     if "WKST" in params and params["WKST"].upper() not in _WEEKDAYS:
         raise RuleError(f"{bad} WKST must be one of {', '.join(_WEEKDAYS)}")
     if "BYDAY" in params:
-        _check_byday(bad, params["BYDAY"], freq, "BYWEEKNO" in params)
+        _check_byday(bad, params["BYDAY"], freq, "BYWEEKNO" in params, "BYMONTH" in params)
     if "BYSETPOS" in params and not any(n.startswith("BY") and n != "BYSETPOS" for n in params):
         raise RuleError(f"{bad} BYSETPOS needs another BYxxx part to select from (RFC 5545)")
     return freq
@@ -273,7 +312,7 @@ def _check_int_list(bad: str, name: str, value: str) -> None:
             raise RuleError(f"{bad} {name}={_cut(item.strip())} is out of range: {span}{leap}")
 
 
-def _check_byday(bad: str, value: str, freq: int, weekno: bool) -> None:
+def _check_byday(bad: str, value: str, freq: int, weekno: bool, bymonth: bool) -> None:
     for item in value.split(","):
         m = _BYDAY_ITEM.match(item.strip().upper())
         if m is None:
@@ -285,6 +324,12 @@ def _check_byday(bad: str, value: str, freq: int, weekno: bool) -> None:
             raise RuleError(
                 f"{bad} BYDAY={item.strip()}: a numbered weekday needs FREQ=MONTHLY or "
                 "FREQ=YEARLY without BYWEEKNO (RFC 5545)"
+            )
+        if freq == YEARLY and bymonth and not 1 <= abs(n) <= 5:
+            # RFC 5545: with BYMONTH a YEARLY rule's numbered weekday counts within the month.
+            raise RuleError(
+                f"{bad} BYDAY={item.strip()} is out of range: with BYMONTH a numbered weekday "
+                "counts within the month, 1 to 5 or -1 to -5"
             )
         limit = 5 if freq == MONTHLY else 53
         if not 1 <= abs(n) <= limit:
@@ -305,10 +350,9 @@ class RRuleWalls:
         if expr.has_count:  # COUNT counts from the true DTSTART
             rule = metered(expr.rule, horizon)
         elif expr.has_until:
-            rule = metered(expr.rule, horizon, dtstart=_aligned_dtstart(expr, start))
+            rule = metered(expr.rule, horizon, **_aligned(expr, start))
         else:
-            aligned = _aligned_dtstart(expr, start)
-            rule = metered(expr.rule, horizon, dtstart=aligned, until=horizon)
+            rule = metered(expr.rule, horizon, until=horizon, **_aligned(expr, start))
         try:
             for wall in rule.xafter(start, inc=True):
                 if wall > horizon:
@@ -322,8 +366,28 @@ class RRuleWalls:
                 f"takes more than {MAX_STEPS:,} steps; write it with a coarser FREQ "
                 "(FREQ=DAILY;BYHOUR=... rather than FREQ=SECONDLY;BYHOUR=...)"
             ) from None
-        except (ValueError, OverflowError) as exc:  # dateutil: an empty rule, or year 9999
+        except (ValueError, OverflowError, IndexError) as exc:
+            # dateutil: an empty rule, the year 9999, or an offset past its masks of
+            # a year that the checks above do not foresee: a message, not a traceback.
             raise RuleError(f"rrule {expr.text!r}: {exc}") from None
+
+
+def _aligned(expr: RRuleExpr, start: datetime) -> dict[str, Any]:
+    """The changes that start dateutil's walk at the period of ``start``, same results.
+
+    A weekly rule's first period runs from DTSTART to the end of its week, and
+    BYSETPOS picks from that partial week; every later period is a whole week
+    from WKST. So a DTSTART moved past its first week goes back to its week's
+    WKST, and the weekday dateutil would take from DTSTART is given explicitly.
+    """
+    aligned = _aligned_dtstart(expr, start)
+    if expr.freq != WEEKLY or aligned == expr.dtstart:
+        return {"dtstart": aligned}
+    wkst, weekdays = expr.rule._wkst, expr.rule._byweekday  # type: ignore[attr-defined]
+    changes: dict[str, Any] = {"dtstart": aligned - timedelta(days=(aligned.weekday() - wkst) % 7)}
+    if weekdays is not None:  # always, for WEEKLY: BYDAY or DTSTART's weekday
+        changes["byweekday"] = tuple(weekdays)
+    return changes
 
 
 def _aligned_dtstart(expr: RRuleExpr, start: datetime) -> datetime:
