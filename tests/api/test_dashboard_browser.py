@@ -105,8 +105,9 @@ def test_the_page_shows_jobs_and_replays_a_failed_one(engine: Engine, page: Page
         expect(page.locator("#recent")).to_contain_text(submitted, timeout=15_000)
         expect(page.locator("#queues")).to_contain_text("t")
 
-        # The replay button moves the FAILED job back to QUEUED.
+        # The replay button asks for a reason, then moves the FAILED job back to QUEUED.
         row = page.locator("#failed tr", has_text=failed)
+        page.once("dialog", lambda dialog: dialog.accept("fixed <b>upstream</b>"))
         row.get_by_role("button", name="replay").click()
         wait_for(
             lambda: job_row(engine, uuid.UUID(failed))["state"] == "QUEUED",
@@ -123,6 +124,9 @@ def test_the_page_shows_jobs_and_replays_a_failed_one(engine: Engine, page: Page
         expect(page.locator("#job svg rect")).to_have_count(1)
         expect(page.locator("#job")).to_contain_text("#1 FAILED PAYMENT_DECLINED")
         expect(page.locator("#job dl")).to_contain_text("t (pool default, priority 0)")
+        expect(page.locator("#job-actions")).to_contain_text("replay")
+        expect(page.locator("#job-actions")).to_contain_text("anonymous")
+        expect(page.locator("#job-actions")).to_contain_text("fixed <b>upstream</b>")
         expect(page.locator("#job")).not_to_contain_text("[object")
         assert page.evaluate("window.__xss") is None
 
@@ -176,13 +180,20 @@ def test_a_schedule_page_shows_its_skip_ledger_and_pause_works(engine: Engine, p
         page.goto(base + "/#/schedules")
         row = page.locator("#schedules tr", has_text="<i>nightly</i>")
         expect(row).to_contain_text("misfire 4")
+        page.once("dialog", lambda dialog: dialog.dismiss())  # no reason: no action
+        row.get_by_role("button", name="pause").click()
+        expect(page.locator("#notice")).to_contain_text("pause <i>nightly</i> not sent")
+        assert client.get("/schedules/%3Ci%3Enightly%3C%2Fi%3E").json()["paused"] is False
+        page.once("dialog", lambda dialog: dialog.accept("maintenance"))
         row.get_by_role("button", name="pause").click()
         expect(page.locator("#notice")).to_contain_text("pause <i>nightly</i> done")
         assert client.get("/schedules/%3Ci%3Enightly%3C%2Fi%3E").json()["paused"] is True
         row.get_by_role("link", name="<i>nightly</i>").click()
         expect(page.locator("#schedule h2")).to_have_text("Schedule <i>nightly</i>")
         expect(page.locator("#schedule")).to_contain_text("paused since")
-        expect(page.locator("#schedule table")).to_contain_text("misfire")
+        expect(page.locator("#schedule table").first).to_contain_text("misfire")
+        expect(page.locator("#schedule-actions")).to_contain_text("pause")
+        expect(page.locator("#schedule-actions")).to_contain_text("maintenance")
         assert page.locator("#schedule i").count() == 0
 
 

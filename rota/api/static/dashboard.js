@@ -88,8 +88,11 @@
   function canAct() {
     return role === "operator" || role === "admin";
   }
-  async function api(path, method) {
-    const response = await fetch(path, { method: method || "GET", headers: headers(),
+  async function api(path, method, payload) {
+    const sent = headers();
+    if (payload !== undefined) sent["Content-Type"] = "application/json";
+    const response = await fetch(path, { method: method || "GET", headers: sent,
+      body: payload === undefined ? undefined : JSON.stringify(payload),
       credentials: "omit", cache: "no-store" });
     if (response.status === 401) {
       needToken = true;
@@ -109,9 +112,15 @@
     notice.textContent = text;
     notice.hidden = !text;
   }
+  // Every action asks why first (kept in the audit with the token's name); Cancel sends nothing.
   async function act(path, label) {
+    const reason = window.prompt("Reason for " + label + " (optional; kept in the audit):", "");
+    if (reason === null) {
+      say(label + " not sent");
+      return;
+    }
     try {
-      const body = await api(path, "POST");
+      const body = await api(path, "POST", { reason: reason });
       const state = body.state ? " (now " + body.state + ")" : "";
       say(label + " done" + state);
     } catch (err) {
@@ -265,6 +274,15 @@
         "no executor or scheduler has registered"));
   }
 
+  // Operator actions (audit rows) on one job or schedule, oldest first.
+  function actionsTable(id, actions) {
+    const rows = (actions || []).map((a) => el("tr", {},
+      el("td", {}, when(a.at)), el("td", {}, a.action), el("td", {}, a.actor),
+      el("td", {}, a.reason || "–"), el("td", { class: "muted" }, a.detail || "")));
+    return el("div", { id: id }, el("h3", {}, "Operator actions"),
+      table(["at", "action", "by", "reason", ""], rows, "none"));
+  }
+
   function jobsTable(jobs, nowIso) {
     const rows = jobs.map((j) => el("tr", {},
       el("td", {}, jobLink(j.job_id)), el("td", {}, j.job_type),
@@ -368,6 +386,7 @@
       el("td", {}, when(a.started_at)), num(seconds(a.seconds)), el("td", {}, a.outcome || "running"),
       el("td", {}, a.error_code || "", a.error_detail ? el("pre", { class: "detail" }, a.error_detail) : null)));
     parts.push(table(["#attempt", "#generation", "worker", "started", "#took", "outcome", "error"], rows));
+    parts.push(actionsTable("job-actions", job.actions));
     return [el("section", { id: "job" }, parts)];
   }
 
@@ -385,7 +404,8 @@
     return [el("section", { id: "schedule" }, el("h2", {}, "Schedule " + s.name),
       el("dl", { class: "fields" }, fields.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
       el("h3", {}, "Skip ledger (newest first)"),
-      table(["recorded", "reason", "#occurrences", "range", "covered by"], rows, "nothing skipped"))];
+      table(["recorded", "reason", "#occurrences", "range", "covered by"], rows, "nothing skipped"),
+      actionsTable("schedule-actions", s.actions))];
   }
 
   async function sectionView(name) {
