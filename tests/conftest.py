@@ -29,6 +29,7 @@ from tests.support.db_support import (
     BACKENDS,
     PgClones,
     admin_connection,
+    drop_database,
     migrated_sqlite_template,
     sqlalchemy_url,
     sqlite_copy_url,
@@ -65,8 +66,7 @@ def pg_template(pg_admin_url: str) -> Iterator[str]:
     upgrade(engine)
     engine.dispose()
     yield name
-    with admin_connection(pg_admin_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database(pg_admin_url, name)
 
 
 @pytest.fixture(scope="session")

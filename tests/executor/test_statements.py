@@ -7,12 +7,13 @@ only an older ``lease_generation``: the generation alone must reject it.
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text, update
+from sqlalchemy import Engine, select, text, update
 
 from rota.core.config import JobTypeSpec
 from rota.core.queries.jobs_claim import ClaimedJob
@@ -111,6 +112,46 @@ def test_claim_order_priority_then_run_after_then_created(
     got = [c.job_id for c in claim(engine, 10)]
     assert got == early + late + low
     assert future[0] not in got
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "limited"])
+def test_a_claim_passes_over_a_row_another_transaction_holds_without_waiting(
+    pg_engine: Engine, keyed: bool
+) -> None:
+    """FOR UPDATE SKIP LOCKED, in the unkeyed claim and in the limited one: a row
+    another transaction has locked (another claimer's) is passed over at once, never
+    waited for. PostgreSQL only: a SQLite claim runs under the database's one write
+    lock. (Without SKIP LOCKED the generation guard still prevents a double claim,
+    so no other test notices: the claimers queue behind each other instead.)"""
+    spec = job_type("t")
+    store_types(pg_engine, spec)
+    now = datetime.now(UTC)
+    (held,) = add_jobs(
+        pg_engine,
+        spec,
+        run_after=now - timedelta(seconds=5),
+        concurrency_key="a" if keyed else None,
+    )
+    (free,) = add_jobs(
+        pg_engine,
+        spec,
+        run_after=now - timedelta(seconds=1),
+        concurrency_key="b" if keyed else None,
+    )
+    claimed: list[ClaimedJob] = []
+    with pg_engine.connect() as holder:
+        holder.execute(select(jobs.c.job_id).where(jobs.c.job_id == held).with_for_update())
+        claimer = threading.Thread(
+            target=lambda: claimed.extend(claim_as(pg_engine, OWNER, 1)), daemon=True
+        )
+        claimer.start()
+        claimer.join(10)  # a guard: an unblocked claim takes milliseconds
+        waited = claimer.is_alive()
+        holder.rollback()
+    claimer.join(10)
+    assert not waited, "the claim waited for the row another transaction holds"
+    assert [c.job_id for c in claimed] == [free]
+    assert job_row(pg_engine, held)["state"] == "QUEUED"
 
 
 def test_a_claim_scans_from_where_the_last_began_and_from_the_head_within_rescan(

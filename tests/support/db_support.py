@@ -19,6 +19,7 @@ import queue
 import shutil
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -54,8 +55,7 @@ def cloned_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
     try:
         yield sqlalchemy_url(pg_admin_url, name)
     finally:
-        with admin_connection(pg_admin_url) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(pg_admin_url, name)
 
 
 class PgClones:
@@ -151,8 +151,22 @@ class PgClones:
                     return
 
     def _drop_one(self, name: str) -> None:
-        with admin_connection(self.admin_url) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(self.admin_url, name)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    """DROP DATABASE ... WITH (FORCE), again while a process that outlived its test
+    (a failed test's executor thread, say) connects anew between the forced end of
+    its sessions and the drop."""
+    for attempt in range(10):
+        try:
+            with admin_connection(admin_url) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt == 9:
+                raise
+            time.sleep(0.5)
 
 
 def migrated_sqlite_url(path: Path) -> str:
