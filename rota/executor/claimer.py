@@ -98,6 +98,7 @@ class Claimer:
             except Exception as exc:  # the handler slot turns it into the job's outcome
                 held.load_error = f"{type(exc).__name__}: {exc}"
             self._jobs.add(held)
+            self._jobs.summary.claimed(c)
             if held.spec is not None and c.job_type in unrunnable:
                 # A type applied after our last check, whose handler does not import
                 # here: hand it back at once (attempt refunded) for an executor that can.

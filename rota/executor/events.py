@@ -2,10 +2,14 @@
 
 Every event carries ``job_id`` and the lease ``generation``, so an operator
 can follow one attempt with one grep (``event=lease_lost``) and tests can
-assert on it. ``written`` maps what the
-outcome writer wrote to its event:
+assert on it. The two lines of a job's normal life, ``claimed`` and
+``succeeded``, are DEBUG: at thousands of jobs a second they would halve the
+rate and flood the log, so at INFO ``executor.summary`` counts them once per
+interval. Everything else stays one line per job at INFO or above.
 
-* SUCCEEDED: ``succeeded``, or ``reconciled`` when the reconcile hook said so;
+``written`` maps what the outcome writer wrote to its event:
+
+* SUCCEEDED: ``succeeded`` (DEBUG), or ``reconciled`` when the reconcile hook said so;
 * RETRY_WAIT: ``retry_scheduled``, with the code and the delay;
 * FAILED: ``failed`` (WARNING), with the code;
 * CANCELLED: ``cancelled``;
@@ -35,6 +39,7 @@ def claimed(c: ClaimedJob) -> None:
     emit(
         log,
         "claimed",
+        logging.DEBUG,
         job_id=c.job_id,
         job_type=c.job_type,
         generation=c.lease_generation,
@@ -49,8 +54,10 @@ def written(c: ClaimedJob, finish: Finish, state: JobState | None) -> None:
         return
     fields: dict[str, Any] = {"job_id": c.job_id, "generation": c.lease_generation}
     if state is JobState.SUCCEEDED:
-        reconciled = finish.outcome is AttemptOutcome.RECONCILED
-        emit(log, "reconciled" if reconciled else "succeeded", **fields)
+        if finish.outcome is AttemptOutcome.RECONCILED:
+            emit(log, "reconciled", **fields)
+        else:
+            emit(log, "succeeded", logging.DEBUG, **fields)
     elif state is JobState.RETRY_WAIT:
         emit(
             log,

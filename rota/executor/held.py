@@ -10,7 +10,7 @@ outcome at most is written per attempt:
 * ``timed_out``: past its execution timeout, written off as ambiguous.
 
 Each transition logs its event (``executor.events``) and counts in the
-process's metrics once written.
+process's metrics and its log summary (``executor.summary``) once written.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import uuid
 
 from rota.core.metric_deltas import MetricsRecorder
 from rota.core.queries.jobs_outcome import Finish
-from rota.core.states import JobState
+from rota.core.states import AttemptOutcome, JobState
 from rota.executor import events, outcomes
 from rota.executor.lease import HeldJob, StopReason
 from rota.executor.observations import observe_written
+from rota.executor.summary import JobSummary
 from rota.executor.transactions import LoopConnection
 from rota.executor.writer import OutcomeWriter
 from rota.runtime.outage import Outage
@@ -41,7 +42,9 @@ class HeldJobs:
         *,
         linger_batch: int,
         outage: Outage,
+        summary: JobSummary,
     ) -> None:
+        self.summary = summary
         self._held: dict[uuid.UUID, HeldJob] = {}
         self._lock = threading.Lock()
         self._metrics = metrics
@@ -98,6 +101,7 @@ class HeldJobs:
         held.interrupt(StopReason.LOST)
         held.settle()
         self.forget(held)
+        self.summary.lease_lost()
         events.lease_lost(held.claimed, why)
 
     def timed_out(self, held: HeldJob) -> None:
@@ -110,4 +114,5 @@ class HeldJobs:
     def _written(self, held: HeldJob, finish: Finish, state: JobState | None) -> None:
         self.forget(held)
         observe_written(self._metrics, held, finish, state)
+        self.summary.written(state, finish.outcome is AttemptOutcome.RECONCILED)
         events.written(held.claimed, finish, state)

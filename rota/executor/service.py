@@ -12,7 +12,8 @@ part is a module of its own:
   sleeps until woken (``listener``, ``sqlite_watch``); index upkeep beside it;
 * ``slots``: ``concurrency`` worker threads running handlers, and prefetch;
 * ``held``: the jobs held, until the outcome writer (``writer``) has written
-  their outcome; one log event per transition (``events``);
+  their outcome; one log event per transition (``events``), the normal ones
+  at DEBUG, counted in an INFO line per interval (``summary``);
 * ``heartbeat``: renews every held lease, watches timeouts and cancellations;
 * ``drain``: graceful shutdown's drain and release.
 
@@ -29,6 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -45,6 +47,7 @@ from rota.executor.lease import HeldJob
 from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
 from rota.executor.reindexer import DEFAULT_FIRST_CHECK, DEFAULT_REINDEX_INTERVAL, Reindexer
 from rota.executor.slots import DEFAULT_PREFETCH, Slots
+from rota.executor.summary import DEFAULT_SUMMARY_INTERVAL, JobSummary, SummaryLoop, log_summary
 from rota.executor.transactions import LoopConnection
 from rota.executor.writer import OutcomeWriter
 from rota.runtime.events import emit
@@ -90,6 +93,7 @@ class Executor:
         rng: random.Random | None = None,
         liveness_interval: float = DEFAULT_INTERVAL_SECONDS,
         metrics_interval: float = DEFAULT_FLUSH_SECONDS,
+        summary_interval: float | None = DEFAULT_SUMMARY_INTERVAL,
         outage: Outage | None = None,
     ) -> None:
         if concurrency < 1:
@@ -126,6 +130,13 @@ class Executor:
             concurrency=concurrency,
             outage=self._outage,
         )
+        # The INFO line of the jobs' normal life, once per interval (None: by hand only).
+        self.summary = JobSummary()
+        self._summary_loop = (
+            None
+            if summary_interval is None
+            else SummaryLoop(self.summary, self.worker_id, summary_interval)
+        )
         # One held connection per loop; on SQLite they queue on one process lock.
         sqlite_lock = threading.Lock()
         self._jobs = HeldJobs(
@@ -135,6 +146,7 @@ class Executor:
             rng,
             linger_batch=max(1, (concurrency + self.prefetch) // 2),
             outage=self._outage,
+            summary=self.summary,
         )
         self._slots = Slots(concurrency, self.prefetch, rng, self._jobs)
         self._loop = ClaimLoop(
@@ -184,6 +196,8 @@ class Executor:
         self.liveness.watch("heartbeat", self._registration.interval)
         self._heartbeat.start()
         self._metrics_flusher.start()
+        if self._summary_loop is not None:
+            self._summary_loop.start()
         self._loop.start()
         emit(
             log,
@@ -229,6 +243,8 @@ class Executor:
         self._registration.stop(self._loop.claimer.db.statement)
         self._jobs.stop()  # the drain has waited for the writes already
         self._metrics_flusher.stop()
+        if self._summary_loop is not None:
+            self._summary_loop.stop()  # logs what the last interval did
         self._slots.stop()
         self._loop.stop()
         emit(log, "executor_stopped", worker_id=self.worker_id)
@@ -257,6 +273,11 @@ class Executor:
         if not self._slots.wait_idle(timeout):
             return False
         return self._jobs.wait_written(max(0.0, deadline - time.monotonic()))
+
+    def log_summary(self, now: float | None = None) -> dict[str, Any] | None:
+        """Log the jobs' summary of the interval ending ``now`` (monotonic); its fields,
+        or None when nothing happened (then nothing is logged)."""
+        return log_summary(self.summary, self.worker_id, now)
 
     def flush_metrics(self) -> int:
         """Write the metrics observed so far now (the flusher does this every interval)."""

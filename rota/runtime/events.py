@@ -6,6 +6,10 @@
 assert on them (``caplog.records``). ``--log-format json`` writes the fields
 as keys of the line's object (``runtime.logformat``). Values are quoted and
 escaped as in the text format: no value can break the line or forge a key.
+
+Nothing is formatted for a level that is not enabled, and the message text is
+built only if a handler asks for it (``record.getMessage()``): rota's own
+formatters write from ``record.fields``, so an emitted line is formatted once.
 """
 
 from __future__ import annotations
@@ -16,8 +20,25 @@ from typing import Any
 from rota.runtime.logformat import logfmt_value
 
 
+class EventText:
+    """An event's ``event=... key=value`` text, made when first asked for."""
+
+    __slots__ = ("_event", "_fields", "_text")
+
+    def __init__(self, event: str, fields: dict[str, Any]) -> None:
+        self._event = event
+        self._fields = fields
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            parts = [f"event={self._event}"]
+            parts.extend(f"{k}={logfmt_value(v)}" for k, v in self._fields.items())
+            self._text = " ".join(parts)
+        return self._text
+
+
 def emit(log: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
     if not log.isEnabledFor(level):
         return
-    text = " ".join([f"event={event}", *(f"{k}={logfmt_value(v)}" for k, v in fields.items())])
-    log.log(level, text, extra={"event": event, "fields": fields})
+    log.log(level, EventText(event, fields), extra={"event": event, "fields": fields})

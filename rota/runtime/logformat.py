@@ -27,6 +27,7 @@ can break the line or pass for another key. Keys are reduced to
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -46,6 +47,7 @@ _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)))
 }
 _RESERVED = ("ts", "level", "logger", "event", "message", "msg", "exc", "stack")
 _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
+_NEEDS_QUOTES = re.compile(r'[ ="\\]')
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 PLAIN_EVENT = "log"
 
@@ -53,7 +55,7 @@ PLAIN_EVENT = "log"
 def logfmt_value(value: Any) -> str:
     """``value`` as one token of a ``key=value`` line: quoted and escaped when needed."""
     s = _as_text(value)
-    if s and s.isprintable() and not any(c in ' ="\\' for c in s):
+    if s and s.isprintable() and _NEEDS_QUOTES.search(s) is None:
         return s
     return '"' + "".join(_escape(c) for c in s) + '"'
 
@@ -70,6 +72,8 @@ def _escape(c: str) -> str:
 
 
 def _as_text(value: Any) -> str:
+    if type(value) is str:  # the common case first: most values are plain text
+        return value
     if isinstance(value, Enum):
         return str(value.value)
     if isinstance(value, datetime):
@@ -80,8 +84,16 @@ def _as_text(value: Any) -> str:
         return f"<unprintable {type(value).__name__}>"
 
 
+@functools.lru_cache(maxsize=1024)
 def _key(name: str) -> str:
+    """Cached: a process logs the same few keys over and over."""
     return _BAD_KEY_CHARS.sub("_", name) or "_"
+
+
+@functools.lru_cache(maxsize=256)
+def _token(name: str) -> str:
+    """``logfmt_value`` of a level or logger name, cached: the same few on every line."""
+    return logfmt_value(name)
 
 
 def _message(record: logging.LogRecord) -> str:
@@ -122,7 +134,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         event, fields = record_fields(record)
         ts = datetime.fromtimestamp(record.created).astimezone()
-        level, name = logfmt_value(record.levelname), logfmt_value(record.name)
+        level, name = _token(record.levelname), _token(record.name)
         parts = [ts.isoformat(timespec="milliseconds"), level, name]
         if event != PLAIN_EVENT:
             parts.append(f"event={logfmt_value(event)}")

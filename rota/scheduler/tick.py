@@ -56,6 +56,8 @@ DEFAULT_BATCH_SCHEDULES = 500
 DEFAULT_BATCH_JOBS = 500
 _TINY = timedelta(microseconds=1)
 RETRY_BROKEN = timedelta(minutes=1)  # a schedule whose evaluation failed is looked at again
+# Past this many occurrences of one schedule in one batch, one line sums them up.
+OCCURRENCE_LINES = 10
 
 
 @dataclass
@@ -260,19 +262,54 @@ def _log_batch(
                 metrics.observe(SCHEDULER_DELAY, (str(job.schedule_name),), late)
     for name, level, fields in work.events:
         emit(log, name, level, **fields)
-    if log.isEnabledFor(logging.INFO):  # one event per occurrence, built only when logged
-        for job, pj in zip(work.jobs, work.planned, strict=True):
-            _log_occurrence(job, pj, job.job_id in inserted)
+    if not log.isEnabledFor(logging.INFO):
+        return
+    per_schedule: dict[str | None, int] = {}
+    for job in work.jobs:
+        per_schedule[job.schedule_name] = per_schedule.get(job.schedule_name, 0) + 1
+    # A burst (a catch-up after a day down) is one line per schedule and batch; a
+    # normal tick is one line per occurrence. DEBUG keeps every occurrence's line.
+    burst = {s for s, n in per_schedule.items() if n > OCCURRENCE_LINES}
+    debug = log.isEnabledFor(logging.DEBUG)
+    for job, pj in zip(work.jobs, work.planned, strict=True):
+        if job.schedule_name not in burst:
+            _log_occurrence(job, pj, job.job_id in inserted, logging.INFO)
+        elif debug:
+            _log_occurrence(job, pj, job.job_id in inserted, logging.DEBUG)
+    for schedule in burst:
+        _log_burst(schedule, [j for j in work.jobs if j.schedule_name == schedule], inserted)
 
 
-def _log_occurrence(job: NewJob, pj: PlannedJob, made: bool) -> None:
+def _log_burst(schedule: str | None, jobs: Sequence[NewJob], inserted: set[uuid.UUID]) -> None:
+    """One line for a schedule's occurrences in one batch: made, and already there."""
+    made = [j for j in jobs if j.job_id in inserted]
+    instants = [j.scheduled_for for j in made if j.scheduled_for is not None]
+    emit(
+        log,
+        "occurrences_created",
+        schedule=schedule,
+        count=len(made),
+        conflicts=len(jobs) - len(made),
+        first=min(instants).isoformat() if instants else None,
+        last=max(instants).isoformat() if instants else None,
+    )
+
+
+def _log_occurrence(job: NewJob, pj: PlannedJob, made: bool, level: int) -> None:
     folded = pj.folded()
     if not made:
-        emit(log, "occurrence_conflict", schedule=job.schedule_name, dedup_key=job.dedup_key)
+        emit(
+            log,
+            "occurrence_conflict",
+            level,
+            schedule=job.schedule_name,
+            dedup_key=job.dedup_key,
+        )
     elif folded is not None:
         emit(
             log,
             "occurrences_coalesced",
+            level,
             schedule=job.schedule_name,
             job_id=job.job_id,
             dedup_key=job.dedup_key,
@@ -283,6 +320,7 @@ def _log_occurrence(job: NewJob, pj: PlannedJob, made: bool) -> None:
         emit(
             log,
             "occurrence_created",
+            level,
             schedule=job.schedule_name,
             job_id=job.job_id,
             dedup_key=job.dedup_key,

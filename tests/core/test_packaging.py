@@ -105,7 +105,7 @@ def test_commands_work_with_shadowing_packages_first_on_the_path(tmp_path: Path)
         proc = subprocess.Popen(
             [sys.executable, "-m", "rota.cli.main", "run", *db],
             cwd=work,
-            env=env,
+            env={**env, "ROTA_LOG_LEVEL": "DEBUG"},  # succeeded is a DEBUG line
             stdout=out,
             stderr=subprocess.STDOUT,
         )

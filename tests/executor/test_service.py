@@ -48,7 +48,7 @@ def events(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_success_gives_the_handler_its_context(
     engine: Engine, start_executor: StartExecutor, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="rota.executor")
+    caplog.set_level(logging.DEBUG, logger="rota.executor")  # claimed, succeeded: DEBUG
     out = tmp_path / "ctx.jsonl"
     spec = job_type("ctx", handler=f"{H}:context_dump")
     store_types(engine, spec)

@@ -251,7 +251,18 @@ def test_json_logs_of_a_real_executor(engine: Engine, db_url: str, tmp_path: Pat
     (aio_id,) = add_jobs(engine, aio)
     (cmd_id,) = add_jobs(engine, cmd)
     (bad_id,) = add_jobs(engine, bad)
-    proc = _start(db_url, tmp_path, "executor", "--log-format", "json", "--poll-interval", "0.1")
+    # DEBUG: the per-job claimed and succeeded lines are DEBUG (INFO has a summary).
+    proc = _start(
+        db_url,
+        tmp_path,
+        "executor",
+        "--log-format",
+        "json",
+        "--log-level",
+        "DEBUG",
+        "--poll-interval",
+        "0.1",
+    )
     try:
         wait_for(
             lambda: set(states(engine).values()) <= {"SUCCEEDED", "RETRY_WAIT"},
