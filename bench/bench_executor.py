@@ -334,12 +334,15 @@ def start_executors(
     tag: str = "",
     extra: Sequence[str] = (),
 ) -> Executors:
+    """``count`` ``rota executor`` processes started as a user starts them: ``--db`` and
+    nothing else (the default log level included), unless a caller passes options in
+    ``extra``, ``concurrency`` or ``poll_interval`` and says so in its own output."""
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
     probes: list[Path] = []
     spies: list[subprocess.Popen[bytes]] = []
     for i in range(count):
-        rota_args = ["executor", "--db", db.url, "--log-level", "WARNING"]
+        rota_args = ["executor", "--db", db.url]
         if concurrency is not None:  # None: the executor's own default
             rota_args += ["--concurrency", str(concurrency)]
         rota_args += list(extra)
