@@ -34,13 +34,17 @@ masked, and ``scrub`` removes a password from any text about to be shown.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
 from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
+
+log = logging.getLogger("rota.database")
 
 DEFAULT_URL = "sqlite:///rota.db"
 SQLITE_BUSY_TIMEOUT_MS = 60_000
@@ -323,7 +327,7 @@ def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> E
                 f"unsupported PostgreSQL driver {parsed.get_driver_name()!r}: "
                 "use postgresql+psycopg://"
             )
-        return create_engine(
+        engine = create_engine(
             parsed,
             pool_size=pool_size,
             max_overflow=pool_size,
@@ -331,7 +335,52 @@ def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> E
             connect_args={"application_name": "rota"},
             hide_parameters=True,
         )
+        _prepare_only_on_direct_connections(engine)
+        return engine
     raise BadDatabaseSetting(f"unsupported database {backend!r}: rota runs on PostgreSQL or SQLite")
+
+
+_POOLER_REASON = "the server process is not the one the connection was started with"
+
+
+def behind_pooler(dbapi_conn: Any) -> bool:
+    """True when a pooler stands between this psycopg connection and the server.
+
+    A pooler answers the startup itself, with a cancel key (process id) of its
+    own, so the process id the connection was given is not the server
+    process that runs its statements. On a direct connection the two agree.
+    """
+    pid = dbapi_conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    dbapi_conn.rollback()  # the connection is not in autocommit: end the SELECT's transaction
+    return bool(pid != dbapi_conn.info.backend_pid)
+
+
+def _prepare_only_on_direct_connections(engine: Engine) -> None:
+    """Server-side prepared statements on direct connections only.
+
+    psycopg prepares a statement on the server after its fifth execution
+    (``prepare_threshold``) and names it ``_pg3_N``, per connection. A
+    transaction pooler (PgBouncer's ``pool_mode = transaction``) runs the next
+    transaction on another server connection, where that name is missing or
+    means another statement: "prepared statement "_pg3_0" already exists".
+    Behind a pooler every statement is therefore sent unprepared; the first
+    such connection says so once in the log.
+    """
+    said = threading.Event()
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        if not behind_pooler(dbapi_conn):
+            return
+        dbapi_conn.prepare_threshold = None
+        if not said.is_set():
+            said.set()
+            fields = {"prepared_statements": "off", "reason": _POOLER_REASON}
+            log.info(
+                'event=pooler_detected prepared_statements=off reason="%s"',
+                _POOLER_REASON,
+                extra={"event": "pooler_detected", "fields": fields},
+            )
 
 
 def sqlite_file_path(url: URL) -> str | None:
