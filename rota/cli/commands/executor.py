@@ -19,6 +19,7 @@ from rota.cli.common import (
     install_stop_handlers,
     open_database,
 )
+from rota.cli.listen_option import add_listen_option, use_listen_url
 from rota.executor.reindexer import DEFAULT_REINDEX_INTERVAL
 from rota.executor.service import (
     DEFAULT_CONCURRENCY,
@@ -41,6 +42,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_db_option(p)
+    add_listen_option(p)
     add_config_option(p)
     p.add_argument(
         "--pools", default="default", metavar="A,B", help="pools to serve (default: default)"
@@ -115,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     stop, hurry = threading.Event(), threading.Event()
     install_stop_handlers(stop, hurry)  # a second signal: hurry
     with health_server(args) as health, open_database(args) as engine:
+        use_listen_url(engine, args)
         executor = Executor(
             engine,
             pools,

@@ -34,6 +34,7 @@ from rota.cli.common import (
     open_database,
     report_applied,
 )
+from rota.cli.listen_option import add_listen_option, use_listen_url
 from rota.core.queries.job_types import load_job_types
 from rota.executor.service import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, Executor
 from rota.migrations.runner import upgrade
@@ -56,6 +57,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_db_option(p)
+    add_listen_option(p)
     p.add_argument(
         "--config",
         metavar="FILE",
@@ -114,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     stop, hurry = threading.Event(), threading.Event()
     install_stop_handlers(stop, hurry)  # a second signal: hurry
     with health_server(args) as health, open_database(args, migrated=False) as engine:
+        use_listen_url(engine, args)
         upgrade(engine)
         result = apply_file(engine, path)
         report_applied(result.render())

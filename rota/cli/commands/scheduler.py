@@ -18,6 +18,7 @@ from rota.cli.common import (
     install_stop_handlers,
     open_database,
 )
+from rota.cli.listen_option import add_listen_option, use_listen_url
 from rota.scheduler.service import DEFAULT_MAX_SLEEP, SchedulerService
 from rota.scheduler.tick import DEFAULT_BATCH_JOBS, DEFAULT_BATCH_SCHEDULES
 
@@ -32,6 +33,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_db_option(p)
+    add_listen_option(p)
     add_config_option(p)
     p.add_argument(
         "--batch",
@@ -64,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     with health_server(args) as health, open_database(args) as engine:
+        use_listen_url(engine, args)
         service = SchedulerService(
             engine,
             batch_schedules=args.batch,

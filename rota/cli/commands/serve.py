@@ -29,6 +29,7 @@ from rota.cli.common import (
     install_stop_handlers,
     open_database,
 )
+from rota.cli.listen_option import add_listen_option
 from rota.runtime.events import emit
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=bounds.PORT, default=None, help="port to bind (default 8080)")
     add_allowed_host_option(p)
     add_db_option(p)
+    add_listen_option(p)
     add_logging_options(p)
     p.set_defaults(func=run)
 
