@@ -27,7 +27,11 @@ never waits for a rebuild, nor for a network that went silent. Nothing is
 tried on a standby or a read-only database. A database user that may not
 rebuild (not the table's owner) is told once, at WARNING, and the thread ends:
 the queue works the same, only bloat is left to the owner (``REINDEX INDEX
-CONCURRENTLY``). ``rota executor --no-index-upkeep`` turns it off.
+CONCURRENTLY``). Behind a transaction pooler a check has no session of its
+own to hold the upkeep lock and its timeouts in (the next statement may run on
+another server connection, and the lock would stay on one another client
+gets), so the first check sees the pooler, says so once, and the thread ends.
+``rota executor --no-index-upkeep`` turns it off.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from rota.core.database import libpq_dsn
+from rota.core.database import behind_pooler, libpq_dsn
 from rota.core.queries.index_upkeep import (
     BLOAT_FACTOR,
     LOCK_NOT_AVAILABLE,
@@ -178,6 +182,10 @@ class Reindexer(BackgroundLoop):
     def check_once(self) -> CheckResult:
         """One check: under the upkeep lock, drop leftover copies, rebuild bloated indexes."""
         with self._engine.connect() as raw:
+            if behind_pooler(raw.connection.driver_connection):
+                self.disabled = True
+                emit(log, "index_upkeep_off", reason="behind a transaction pooler")
+                return CheckResult(skipped=True)
             conn = raw.execution_options(isolation_level="AUTOCOMMIT")
             try:
                 self._pid = backend_pid(conn)

@@ -49,6 +49,7 @@ from sqlalchemy.engine import make_url
 
 from rota.core.database import behind_pooler, make_engine
 from rota.core.tables import job_attempts, jobs
+from rota.executor.reindexer import Reindexer
 from rota.producer.enqueue import JobRequest, enqueue, enqueue_many
 from tests.support.executor_support import REPO_ROOT, subprocess_env, wait_for
 
@@ -437,3 +438,23 @@ def test_a_job_enqueued_through_the_pooler_at_idle_starts_within_bounds(
         assert len(said) == 1 and "ROTA_LISTEN_URL" in said[0], said
         assert p95(latencies) < 1.5, latencies
     print(f"{listen}: p95 {p95(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms")
+
+
+def test_index_upkeep_stands_down_behind_the_pooler(pooled: Pooled, tmp_path: Path) -> None:
+    """Index upkeep needs a session of its own (a session lock, SET lock_timeout):
+    behind a transaction pooler it turns itself off and leaves nothing on the server."""
+    migrated(pooled, tmp_path)
+    engine = make_engine(pooled.url)
+    try:
+        reindexer = Reindexer(engine, idle=lambda: True)
+        result = reindexer.check_once()
+        assert result.skipped and reindexer.disabled
+    finally:
+        engine.dispose()
+    direct = make_engine(pooled.direct_url)
+    try:
+        with direct.connect() as conn:
+            held = conn.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"))
+            assert held.scalar_one() == 0
+    finally:
+        direct.dispose()
