@@ -228,7 +228,8 @@ def add_logging_options(parser: argparse.ArgumentParser) -> None:
         "--log-level",
         type=str.upper,
         choices=LOG_LEVELS,
-        help="default: $ROTA_LOG_LEVEL, else INFO (one line per job transition)",
+        help="default: $ROTA_LOG_LEVEL, else INFO (failures, retries, cancels and a summary "
+        "every 10 s; DEBUG adds a line per claim and success)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
 

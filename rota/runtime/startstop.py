@@ -16,7 +16,7 @@
 
 Every rota loop that runs in threads of its own is a ``BackgroundLoop``: the
 executor's worker slots, heartbeat, outcome writer, LISTEN connection, SQLite
-watch and index upkeep, and the metrics flusher of every process. What
+watch, index upkeep and summary line, and the metrics flusher of every process. What
 differs between them is the body of ``_run`` and three hooks:
 
 * ``_interrupt()``: wake threads that block on something other than the stop
