@@ -7,6 +7,14 @@ of ``after`` (as far back as the zone's offset can drop nearby), resolves each
 one, keeps the smallest instant strictly later than ``after``, and stops once no
 later wall time can resolve to anything smaller. Every result is strictly later
 than ``after`` by construction; fed back its own instant, it always progresses.
+
+Most calls never need that walk: until the zone's offset next changes, wall
+times map to instants one to one, in order, with the offset ``after`` has. So
+the first wall time after ``after``'s own is the answer when it comes before
+the wall time where that change's gap or fold begins (``offsets.steady_until``,
+from a table of each zone's changes made once per year) and is not itself a
+repeated wall time. That costs one table lookup, the wall source's
+``first_from`` and one offset, where the walk resolves wall times one by one.
 """
 
 from __future__ import annotations
@@ -14,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from functools import lru_cache
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from rota.core.timefmt import as_utc
 from rota.scheduler.rules.occurrence import Occurrence
+from rota.scheduler.rules.offsets import offset_spread, steady_until
 from rota.scheduler.rules.walltime import Candidate, WallPolicy, merge, resolve_wall
 
 # Give up looking for the next occurrence this far past `after` (in wall time):
@@ -27,9 +35,9 @@ from rota.scheduler.rules.walltime import Candidate, WallPolicy, merge, resolve_
 # `rota check` refuses a rule that cannot fire within this horizon.
 SEARCH_HORIZON = timedelta(days=36_525)  # 100 years
 _DAY = timedelta(days=1)
-_SAMPLE_STEP = timedelta(hours=1)
 _SECOND = timedelta(seconds=1)
-_HOUR_S = 3600
+# How far ahead the common case looks for the next wall time (see _before_next_change).
+_STEADY_SPAN = timedelta(days=400)
 
 
 class WallSource(Protocol):
@@ -55,20 +63,20 @@ class CalendarRule:
 
     def next_after(self, after: datetime) -> Occurrence | None:
         after = as_utc(after)
-        wall_after = after.astimezone(self.zone).replace(tzinfo=None, fold=0)
+        local_after = after.astimezone(self.zone)
+        wall_after = local_after.replace(tzinfo=None, fold=0)
+        steady = self._before_next_change(after, local_after, wall_after)
+        if steady is not None:
+            return steady
         # An instant later than `after` can have an earlier wall time only by as
         # much as the offset drops after `after`.
         spread = offset_spread(self.zone, after, after + 2 * _DAY)
         if spread:
             start = (wall_after - spread).replace(microsecond=0)
         else:
-            # The offset holds from `after` on: a wall time not after `after`'s
-            # own resolves to an instant not after `after`. Wall times are whole
-            # seconds, so the first one that can be later is the next second.
+            # A wall time not after `after`'s own resolves to an instant not
+            # after `after`; wall times are whole seconds.
             start = wall_after.replace(microsecond=0) + _SECOND
-            steady = self._steady_next(after, start, wall_after + 2 * _DAY)
-            if steady is not None:
-                return steady
         horizon = start + SEARCH_HORIZON
         best: list[Candidate] = []
         stop_at: datetime | None = None
@@ -97,46 +105,44 @@ class CalendarRule:
                 break
         return merge(best, self.zone) if best else None
 
-    def _steady_next(self, after: datetime, start: datetime, until: datetime) -> Occurrence | None:
-        """The common case, when the offset holds over the two days after ``after``.
+    def _before_next_change(
+        self, after: datetime, local_after: datetime, wall_after: datetime
+    ) -> Occurrence | None:
+        """The common case: the next wall time comes before the zone's offset next changes.
 
-        Then wall times map to instants one to one and in order over those two
-        days, so the first wall time from ``start`` (up to ``until``, two days
-        on) is the answer if it exists exactly once and is not excluded. None:
-        take the general walk.
+        Until the next change (or for ``_STEADY_SPAN`` if there is none), wall
+        times map to instants one to one and in order with ``after``'s offset;
+        only from the wall time where that change's gap or fold starts can
+        policy or repetition intervene. So the first wall time after ``after``'s
+        own is the answer if it comes before that point, is not excluded and is
+        not repeated (``after`` may be in the second pass of the last fold).
+        None: take the general walk.
         """
-        wall = self.walls.first_from(start, until)
+        try:
+            limit = steady_until(self.zone, after, _STEADY_SPAN)
+        except LookupError:  # near the year 9999: no table, no shortcut
+            return None
+        if limit is None:
+            limit = _add_or_last(wall_after, _STEADY_SPAN)
+        start = wall_after.replace(microsecond=0) + _SECOND
+        if start > limit:
+            return None
+        wall = self.walls.first_from(start, limit)
         if wall is None or wall.date() in self.exclude_dates:
             return None
-        early = wall.replace(tzinfo=self.zone, fold=0)
-        if early.utcoffset() != wall.replace(tzinfo=self.zone, fold=1).utcoffset():
-            return None  # in a gap or a fold: the policy decides
-        instant = early.astimezone(UTC)
-        if instant <= after:
+        offset = local_after.utcoffset()
+        local = wall.replace(tzinfo=self.zone)
+        if offset is None or local.utcoffset() != offset:
+            # Repeated: `after` is in the second pass of a fold, and the wall's
+            # first instant has the offset before it. The policy decides.
             return None
-        return Occurrence(instant=instant, local=instant.astimezone(self.zone), note=None)
+        instant = (wall - offset).replace(tzinfo=UTC)
+        return Occurrence(instant=instant, local=local, note=None)
 
 
-def offset_spread(zone: ZoneInfo, start: datetime, end: datetime) -> timedelta:
-    """Largest minus smallest UTC offset of ``zone`` between two instants (hourly samples).
-
-    Offsets change at most a few times a year and every change lasts far longer
-    than an hour, so hourly samples see every offset in the window. The window
-    is widened to whole hours (a wider window can only make the spread larger,
-    which the callers treat as a wider search) so that the answer can be kept:
-    every schedule of a zone asks about the same hours.
-    """
-    first = int(start.timestamp()) // _HOUR_S
-    last = -(-int(end.timestamp()) // _HOUR_S)  # ceil
-    return _spread_of_hours(zone, first, last)
-
-
-@lru_cache(maxsize=4096)
-def _spread_of_hours(zone: ZoneInfo, first_hour: int, last_hour: int) -> timedelta:
-    """The spread over the whole hours ``first_hour`` .. ``last_hour`` (Unix hours), inclusive."""
-    offsets: set[timedelta] = set()
-    for hour in range(first_hour, last_hour + 1):
-        offset = datetime.fromtimestamp(hour * _HOUR_S, zone).utcoffset()
-        assert offset is not None
-        offsets.add(offset)
-    return max(offsets) - min(offsets)
+def _add_or_last(wall: datetime, span: timedelta) -> datetime:
+    """``wall + span``, or the last wall time there is when that is past the year 9999."""
+    try:
+        return wall + span
+    except OverflowError:
+        return datetime.max  # noqa: DTZ901 - a naive wall time
