@@ -29,7 +29,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from rota.core.config import JobTypeSpec, OverlapPolicy, ScheduleSpec
-from rota.core.metric_deltas import SCHEDULER_DELAY, MetricsRecorder
+from rota.core.metric_deltas import MetricsRecorder
 from rota.core.queries.job_types import load_job_types
 from rota.core.queries.jobs_control import request_cancel
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
@@ -44,11 +44,11 @@ from rota.core.queries.schedules import (
 )
 from rota.core.states import SkipReason
 from rota.core.timefmt import occurrence_key, utc_key
-from rota.runtime.events import emit
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.jitter import run_after
 from rota.scheduler.misfire import Coalescing, Plan, PlannedJob, PlannedSkip, plan_due
 from rota.scheduler.overlap import decide_overlap
+from rota.scheduler.tick_log import log_batch
 
 log = logging.getLogger("rota.scheduler")
 
@@ -56,8 +56,6 @@ DEFAULT_BATCH_SCHEDULES = 500
 DEFAULT_BATCH_JOBS = 500
 _TINY = timedelta(microseconds=1)
 RETRY_BROKEN = timedelta(minutes=1)  # a schedule whose evaluation failed is looked at again
-# Past this many occurrences of one schedule in one batch, one line sums them up.
-OCCURRENCE_LINES = 10
 
 
 @dataclass
@@ -165,7 +163,7 @@ def materialize_batch(
 
     inserted = _insert(conn, work, {r.name: r for r in due}, clock)
     _record_batch(conn, work, inserted, now, result)
-    return result, lambda: _log_batch(work, inserted, clock, metrics)
+    return result, lambda: log_batch(work.jobs, work.planned, work.events, inserted, clock, metrics)
 
 
 def _plan_schedules(
@@ -249,83 +247,6 @@ def _record_batch(
     result.schedules_advanced = len(advances)
     result.skipped = sum(s.count for s in work.skips if s.reason is not SkipReason.COALESCED)
     result.coalesced = sum(s.count for s in work.skips if s.reason is SkipReason.COALESCED)
-
-
-def _log_batch(
-    work: _Work, inserted: set[uuid.UUID], clock: datetime, metrics: MetricsRecorder | None
-) -> None:
-    """The batch's delays and events, once it has committed."""
-    if metrics is not None:
-        for job in work.jobs:
-            if job.job_id in inserted and job.scheduled_for is not None:
-                late = (clock - job.scheduled_for).total_seconds()
-                metrics.observe(SCHEDULER_DELAY, (str(job.schedule_name),), late)
-    for name, level, fields in work.events:
-        emit(log, name, level, **fields)
-    if not log.isEnabledFor(logging.INFO):
-        return
-    per_schedule: dict[str | None, int] = {}
-    for job in work.jobs:
-        per_schedule[job.schedule_name] = per_schedule.get(job.schedule_name, 0) + 1
-    # A burst (a catch-up after a day down) is one line per schedule and batch; a
-    # normal tick is one line per occurrence. DEBUG keeps every occurrence's line.
-    burst = {s for s, n in per_schedule.items() if n > OCCURRENCE_LINES}
-    debug = log.isEnabledFor(logging.DEBUG)
-    for job, pj in zip(work.jobs, work.planned, strict=True):
-        if job.schedule_name not in burst:
-            _log_occurrence(job, pj, job.job_id in inserted, logging.INFO)
-        elif debug:
-            _log_occurrence(job, pj, job.job_id in inserted, logging.DEBUG)
-    for schedule in burst:
-        _log_burst(schedule, [j for j in work.jobs if j.schedule_name == schedule], inserted)
-
-
-def _log_burst(schedule: str | None, jobs: Sequence[NewJob], inserted: set[uuid.UUID]) -> None:
-    """One line for a schedule's occurrences in one batch: made, and already there."""
-    made = [j for j in jobs if j.job_id in inserted]
-    instants = [j.scheduled_for for j in made if j.scheduled_for is not None]
-    emit(
-        log,
-        "occurrences_created",
-        schedule=schedule,
-        count=len(made),
-        conflicts=len(jobs) - len(made),
-        first=min(instants).isoformat() if instants else None,
-        last=max(instants).isoformat() if instants else None,
-    )
-
-
-def _log_occurrence(job: NewJob, pj: PlannedJob, made: bool, level: int) -> None:
-    folded = pj.folded()
-    if not made:
-        emit(
-            log,
-            "occurrence_conflict",
-            level,
-            schedule=job.schedule_name,
-            dedup_key=job.dedup_key,
-        )
-    elif folded is not None:
-        emit(
-            log,
-            "occurrences_coalesced",
-            level,
-            schedule=job.schedule_name,
-            job_id=job.job_id,
-            dedup_key=job.dedup_key,
-            covers_from=utc_key(folded.first),
-            covers_count=pj.covers_count,
-        )
-    else:
-        emit(
-            log,
-            "occurrence_created",
-            level,
-            schedule=job.schedule_name,
-            job_id=job.job_id,
-            dedup_key=job.dedup_key,
-            run_after=job.run_after.isoformat() if job.run_after else None,
-        )
 
 
 def _plan_rows(

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from rota.core.config import MisfirePolicy
 from rota.operations.schedules import backfill
 from rota.scheduler.service import SchedulerService
-from rota.scheduler.tick import OCCURRENCE_LINES
+from rota.scheduler.tick_log import OCCURRENCE_LINES
 from tests.support.scheduler_helpers import MIN, T0, apply_specs, jobs_of, spec
 
 BURST = 10_000
