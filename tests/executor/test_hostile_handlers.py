@@ -131,9 +131,12 @@ CASES = [
 
 
 def _bystander() -> JobTypeSpec:
-    """Runs 4 s on a 3 s lease: it needs its renewals while the hostile jobs end."""
+    """Runs 8 s on a 6 s lease: it needs its renewals while the hostile jobs end.
+
+    A renewal comes every third of the lease, so the lease expires only if two
+    renewals in a row are missed, never from one slow tick of a busy machine."""
     handler = "tests.handlers.plain:finish_after"
-    return job_type("bystander", handler=handler, lease=timedelta(seconds=3))
+    return job_type("bystander", handler=handler, lease=timedelta(seconds=6))
 
 
 def _all_ended(engine: Engine, ids: list[uuid.UUID]) -> bool:
@@ -169,7 +172,7 @@ def test_every_hostile_handler_reaches_a_readable_outcome_and_harms_no_bystander
     bystander = _bystander()
     store_types(engine, bystander, *(c.spec for c in CASES))
     ids = {c.name: add_jobs(engine, c.spec)[0] for c in CASES}
-    by_ids = add_jobs(engine, bystander, 4, args={"seconds": 4.0})
+    by_ids = add_jobs(engine, bystander, 4, args={"seconds": 8.0})
     with running_executors(engine) as start:
         start(concurrency=len(CASES) + 4)
         wait_for(lambda: _all_ended(engine, [*ids.values(), *by_ids]), timeout=60, what="outcomes")
