@@ -25,6 +25,7 @@ from sqlalchemy import Engine
 
 from rota.core.database import make_engine
 from rota.migrations.runner import upgrade
+from tests.support import ordering
 from tests.support.db_support import (
     BACKENDS,
     PgClones,
@@ -35,23 +36,21 @@ from tests.support.db_support import (
     sqlite_copy_url,
 )
 from tests.support.executor_support import Executors, StartExecutor, alive, running_executors
-from tests.support.pgserver_setup import find_postgres
+from tests.support.pgserver_setup import postgres_for_tests
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The ``slow`` tests first, in their order, then the rest in theirs.
-
-    They are the long ones (the soak alone takes two minutes): started first, under
-    ``pytest -n`` they spread over the workers while the short tests fill in around
-    them, instead of one of them starting last and running alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The long tests spread over the workers' shares and first in each (see
+    ``tests/support/ordering.py``): no worker is left with a queue of them at the end."""
+    items[:] = ordering.balanced(items, ordering.workers())
 
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
-    url, handle = find_postgres()
-    yield url
-    del handle
+    """The admin URL of this session's PostgreSQL (this worker's own server by default:
+    see ``tests/support/pgserver_setup.py``)."""
+    with postgres_for_tests() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from rota.runtime.outage import Fault, classify, is_database_error
@@ -173,7 +174,7 @@ def test_rota_rides_out_a_postgresql_restart(tmp_path: Path, command: str) -> No
         assert len(problems) <= 2, out  # the outage line (and the registry's): no repeats
 
 
-def test_classify_real_errors(tmp_path: Path) -> None:
+def test_classify_real_errors(tmp_path: Path, pg_admin_url: str) -> None:
     path = tmp_path / "x.db"
     engine = create_engine(f"sqlite:///{path}")
     with engine.begin() as conn:
@@ -200,7 +201,11 @@ def test_classify_real_errors(tmp_path: Path) -> None:
     with pytest.raises(DBAPIError) as refused_conn, down.connect():
         pass
     assert classify(refused_conn.value) is Fault.TRANSIENT
-    nodb = create_engine("postgresql+psycopg://postgres@127.0.0.1:5432/rota_no_such_db_x")
+    nodb = create_engine(
+        make_url(pg_admin_url)
+        .set(drivername="postgresql+psycopg", database="rota_no_such_db_x")
+        .render_as_string(hide_password=False)
+    )
     with pytest.raises(DBAPIError) as no_db, nodb.connect():
         pass
     assert classify(no_db.value) is Fault.PERMANENT

@@ -17,7 +17,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PG_BIN = Path(os.environ.get("ROTA_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _newest_bin() -> Path:
+    """``ROTA_TEST_PG_BIN``, or the newest installed ``/usr/lib/postgresql/<version>/bin``."""
+    if "ROTA_TEST_PG_BIN" in os.environ:
+        return Path(os.environ["ROTA_TEST_PG_BIN"])
+    versions = sorted(
+        (p for p in Path("/usr/lib/postgresql").glob("*/bin") if p.parent.name.isdigit()),
+        key=lambda p: int(p.parent.name),
+    )
+    return versions[-1] if versions else Path("/usr/lib/postgresql/15/bin")
+
+
+PG_BIN = _newest_bin()
 
 
 def _free_port() -> int:
