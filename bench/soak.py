@@ -555,9 +555,13 @@ class Soak:
         with self.engine.begin() as conn:
             stopped = read_clock(conn)
         deadline = time.monotonic() + 120
+        # The checks judge what is pending against the instant the drain saw nothing
+        # due: a retry whose backoff ends between that instant and the executors'
+        # SIGTERM waits by design, and is not lost.
+        drained = stopped
         while time.monotonic() < deadline:  # drain: nothing due, nothing held
             with self.engine.begin() as conn:
-                now = read_clock(conn)
+                now = drained = read_clock(conn)
                 busy = conn.execute(
                     select(func.count())
                     .select_from(jobs)
@@ -587,8 +591,6 @@ class Soak:
         )
         died.violations = list(self.figures.died)
         self.checks.append(died)
-        with self.engine.begin() as conn:
-            drained = read_clock(conn)
         return stopped, drained
 
     def verify(self, schedule_path: Path, stopped: datetime, drained: datetime) -> None:

@@ -152,7 +152,8 @@ def check_terminal_kept(conn: Connection, snapshot: Mapping[uuid.UUID, str], lab
 def check_settled(conn: Connection, at: datetime) -> Check:
     """No job lost: each terminal, or pending with a reason shown.
 
-    Reasons accepted for a job not terminal at ``at`` (after the final drain):
+    Reasons accepted for a job not terminal at ``at`` (the instant the final drain
+    found nothing due and nothing held):
     it waits for a retry (``run_after`` later than ``at``), or it was handed
     back by a graceful shutdown (its newest attempt RELEASED) and waits for an
     executor. A leased job, or a due job with no such reason, is lost.
