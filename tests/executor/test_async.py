@@ -21,9 +21,9 @@ from tests.support.executor_support import (
     job_row,
     job_type,
     lines,
-    run_in_thread,
     state_is,
     states,
+    stop_once_started,
     store_types,
     wait_for,
 )
@@ -123,10 +123,7 @@ def test_shutdown_cancels_and_releases_a_running_coroutine(engine: Engine, tmp_p
     spec = job_type("long", handler=f"{A}:awaits_forever")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, drain_timeout=0.2, daemon=False)
-    wait_for(lambda: lines(out), what="the handler to start")
-    stop.set()
-    t.join(10)
+    stop_once_started(engine, out, drain_timeout=0.2)
     row = job_row(engine, job_id)
     assert row["state"] == "QUEUED" and row["attempt_count"] == 0
     assert attempt_rows(engine, job_id)[0]["outcome"] == "RELEASED"

@@ -31,9 +31,9 @@ from tests.support.executor_support import (
     job_row,
     job_type,
     lines,
-    run_in_thread,
     state_is,
     states,
+    stop_once_started,
     store_types,
     wait_for,
 )
@@ -466,10 +466,7 @@ def test_shutdown_releases_what_does_not_finish(
     spec = job_type("long", handler=f"{H}:until_stopped")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
-    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, drain_timeout=0.2, daemon=False)
-    wait_for(lambda: lines(out), what="the handler to start")
-    stop.set()
-    t.join(10)
+    stop_once_started(engine, out, drain_timeout=0.2)
     row = job_row(engine, job_id)
     assert row["state"] == "QUEUED" and row["attempt_count"] == 0 and row["lease_owner"] is None
     assert attempt_rows(engine, job_id)[0]["outcome"] == "RELEASED"
@@ -484,10 +481,7 @@ def test_shutdown_lets_running_jobs_finish_within_the_drain_timeout(
     spec = job_type("s", handler=f"{H}:finish_after")
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args={"seconds": 0.5, "file": str(out)})
-    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, drain_timeout=10, daemon=False)
-    wait_for(lambda: lines(out), what="the handler to start")
-    stop.set()
-    t.join(15)
+    stop_once_started(engine, out, drain_timeout=10)
     assert job_row(engine, job_id)["state"] == "SUCCEEDED"
 
 

@@ -151,6 +151,17 @@ def run_in_thread(engine: Engine, *args: Any, daemon: bool = True, **kwargs: Any
     return InThread(executor, stop, thread)
 
 
+def stop_once_started(engine: Engine, out: Path, drain_timeout: float) -> None:
+    """Run an in-process Executor until a handler has written to ``out``, then stop it
+    as SIGTERM does (``drain_timeout`` for what runs) and wait for it to end."""
+    _ex, stop, thread = run_in_thread(
+        engine, poll_interval=0.05, drain_timeout=drain_timeout, daemon=False
+    )
+    wait_for(lambda: lines(out), what="the handler to start")
+    stop.set()
+    thread.join(max(10.0, drain_timeout + 5.0))
+
+
 StartExecutor = Callable[..., Executor]
 
 
