@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from sqlalchemy import Engine, and_, case, func, select
+from sqlalchemy import Engine, and_, case, func, select, true
 from sqlalchemy.engine import make_url
 
 from bench.pg_ceiling import pgbench_single_row_update_tps
@@ -427,8 +427,12 @@ def _crossing(samples: Sequence[tuple[float, int]], target: float) -> float:
     return samples[-1][0]
 
 
-def verify(db: Database, count: int) -> str:
-    """Every job SUCCEEDED once: attempt_count 1, one attempt row, SUCCEEDED and closed."""
+def verify(db: Database, count: int, job_type: str | None = None) -> str:
+    """Every job SUCCEEDED once: attempt_count 1, one attempt row, SUCCEEDED and closed.
+
+    With ``job_type``, only the jobs of that type are counted (a scheduler may add others).
+    """
+    only = (jobs.c.job_type == job_type) if job_type is not None else true()
     engine = make_engine(db.url)
     try:
         with engine.begin() as conn:
@@ -444,10 +448,12 @@ def verify(db: Database, count: int) -> str:
                         ),
                         0,
                     ),
-                )
+                ).where(only)
             ).one()
             attempts, attempted_jobs = conn.execute(
                 select(func.count(), func.count(func.distinct(job_attempts.c.job_id)))
+                .select_from(job_attempts.join(jobs, jobs.c.job_id == job_attempts.c.job_id))
+                .where(only)
             ).one()
             matching = conn.execute(
                 select(func.count())
@@ -464,6 +470,7 @@ def verify(db: Database, count: int) -> str:
                     job_attempts.c.attempt == 1,
                     job_attempts.c.outcome == "SUCCEEDED",
                     job_attempts.c.ended_at.is_not(None),
+                    only,
                 )
             ).scalar_one()
     finally:

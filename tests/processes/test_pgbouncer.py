@@ -28,9 +28,7 @@ import itertools
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -42,11 +40,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from sqlalchemy import Engine, func, select, text
 from sqlalchemy.engine import make_url
 
+from bench.pgbouncer import PgBouncer, PgBouncerAbsent, free_port
+from bench.pgbouncer import start_pgbouncer as start_bouncer
 from rota.core.database import behind_pooler, make_engine
 from rota.core.tables import job_attempts, jobs
 from rota.executor.reindexer import Reindexer
@@ -61,90 +60,11 @@ EXECUTORS = max(4, int(os.environ.get("ROTA_TEST_PGBOUNCER_EXECUTORS", "12")))
 _BAD_LINE = re.compile(r"\b(ERROR|WARNING|CRITICAL)\b|Traceback")
 
 
-def pgbouncer_binary() -> str:
-    found = shutil.which("pgbouncer") or (
-        "/usr/sbin/pgbouncer" if os.path.exists("/usr/sbin/pgbouncer") else None
-    )
-    if found is None:
-        pytest.skip("the pgbouncer binary is absent (Debian package pgbouncer; CI installs it)")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class PgBouncer:
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def url(self, direct_url: str) -> str:
-        """``direct_url`` (SQLAlchemy form) with the host and port of this PgBouncer."""
-        u = make_url(direct_url)
-        query = {k: v for k, v in u.query.items() if k not in ("host", "port")}
-        u = u.set(host="127.0.0.1", port=self.port, query=query)
-        return u.render_as_string(hide_password=False)
-
-    def server_connections(self, dbname: str) -> int:
-        """Server connections of ``dbname``'s pools, from the admin console's SHOW POOLS."""
-        with psycopg.connect(
-            f"host=127.0.0.1 port={self.port} dbname=pgbouncer user=postgres", autocommit=True
-        ) as conn:
-            cur = conn.execute("SHOW POOLS")
-            names = [c.name for c in cur.description or ()]
-            total = 0
-            for row in cur.fetchall():
-                pool = dict(zip(names, row, strict=True))
-                if pool["database"] == dbname:
-                    total += sum(
-                        int(pool[k])
-                        for k in ("sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login")
-                    )
-            return total
-
-
 def start_pgbouncer(tmp_path: Path, server_url: str) -> PgBouncer:
-    server = make_url(server_url)
-    # A server found on a Unix socket (pgserver) names it in ?host=.
-    host = str(server.query.get("host") or server.host or "127.0.0.1")
-    server_port = str(server.query.get("port") or server.port or 5432)
-    port = free_port()
-    ini = tmp_path / "pgbouncer.ini"
-    users = tmp_path / "userlist.txt"
-    users.write_text('"postgres" ""\n')
-    ini.write_text(
-        "[databases]\n"
-        f"* = host={host} port={server_port}\n"
-        "[pgbouncer]\n"
-        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {users}\n"
-        f"pool_mode = transaction\ndefault_pool_size = {POOL_SIZE}\n"
-        "max_client_conn = 1000\nadmin_users = postgres\n"
-    )
-    log_path = tmp_path / "pgbouncer.log"
-    # PgBouncer refuses to run as root; it reads its files before it drops to -u.
-    user = ["-u", "nobody"] if os.geteuid() == 0 else []
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [pgbouncer_binary(), *user, str(ini)], stdout=log, stderr=subprocess.STDOUT
-        )
-    bouncer = PgBouncer(port, process, log_path)
-
-    def up() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"pgbouncer exited: {log_path.read_text()[-2000:]}")
-        try:
-            bouncer.server_connections("-")
-        except psycopg.Error:
-            return False
-        return True
-
-    wait_for(up, timeout=10, what="pgbouncer to accept connections")
-    return bouncer
+    try:
+        return start_bouncer(tmp_path, server_url, POOL_SIZE)
+    except PgBouncerAbsent as absent:
+        pytest.skip(f"{absent}; CI installs it")
 
 
 @dataclass

@@ -1,0 +1,349 @@
+"""Many executors through PgBouncer against a few direct ones: rate, connections, idle cost.
+
+Three cases, each on a fresh database of one PostgreSQL server, in this order:
+
+1. ``direct``: 2 ``rota executor`` processes at their defaults (``--db`` only),
+   connected straight to the server;
+2. ``pooled-2``: the same 2, through a PgBouncer in ``pool_mode = transaction``
+   with ``default_pool_size = 8`` (the URL the only change);
+3. ``pooled-48``: 48 executors with ``--concurrency 4`` and 3 ``rota scheduler``
+   replicas (an ``every: 1s`` schedule applied), all through the same PgBouncer.
+
+Every process starts on an empty queue and registers first; then one transaction
+enqueues the no-op jobs (30,000 by default) and the clock runs from its commit
+until every one of them has SUCCEEDED, so start-up is not in the rate. ``steady``
+is the rate between the 10% and 90% marks. Server connections are sampled every
+poll: PgBouncer's ``SHOW POOLS`` for the pooled cases, ``pg_stat_activity`` for the
+direct one. Afterwards each job is checked: SUCCEEDED once, one attempt row.
+
+Idle cost: after the drain of ``pooled-48``, its 51 processes idle for
+``--idle-seconds``; the bench reports the CPU of the whole PostgreSQL cluster
+(the postmaster's children) and of PgBouncer over that time, as a share of
+one core, beside the same cluster's CPU over as long with no rota process at all.
+
+Goals (issue 34): pooled-48 / direct >= 0.80, pooled-2 / direct >= 0.85, the
+database's idle CPU with 48 idle executors below 5% of a core.
+
+Run: ``python -m bench.bench_pooler [--jobs N] [--executors 48] [--idle-seconds 30]
+[--pg-url URL]``; the server must accept ``postgres`` without a password (the
+PgBouncer in front of it uses ``auth_type = trust``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import psycopg
+from sqlalchemy import func, select
+
+from bench.bench_executor import (
+    CLK_TCK,
+    DEFAULT_PG_URL,
+    NOOP,
+    ROOT,
+    Database,
+    Executors,
+    _crossing,
+    cpu_seconds,
+    fresh_database,
+    libpq,
+    start_executors,
+    verify,
+)
+from bench.pgbouncer import PgBouncer, start_pgbouncer
+from rota.core.database import make_engine
+from rota.core.tables import workers
+from rota.producer.enqueue import JobRequest, enqueue_many
+
+POOL_SIZE = 8
+POLL_SECONDS = 0.1
+DRAIN_LIMIT_SECONDS = 600.0
+REGISTER_LIMIT_SECONDS = 180.0
+SCHEDULE_FILE = """\
+job_types:
+  bench.tick:
+    handler: bench.handlers:noop
+schedules:
+  bench-every-second:
+    job_type: bench.tick
+    every: 1s
+"""
+
+
+@dataclass
+class Case:
+    name: str
+    executors: int
+    concurrency: int | None  # None: the executor's default
+    schedulers: int
+    pooled: bool
+
+
+@dataclass
+class Drain:
+    case: Case
+    jobs: int
+    seconds: float
+    steady_rate: float
+    server_connections_max: int
+    verified: str
+    idle: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds
+
+
+def postmaster_children(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
+    """Every process of the server's cluster but the postmaster: backends and helpers."""
+    row = conn.execute("SHOW data_directory").fetchone()
+    assert row is not None
+    postmaster = int((Path(str(row[0])) / "postmaster.pid").read_text().split()[0])
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == postmaster:
+            children.append(int(entry))
+    return children
+
+
+def cluster_cpu(conn: psycopg.Connection[tuple[object, ...]]) -> float:
+    return sum(cpu_seconds(p) for p in postmaster_children(conn))
+
+
+def start_schedulers(db: Database, count: int, workdir: Path, tag: str) -> Executors:
+    procs = []
+    logs = []
+    for i in range(count):
+        log_path = workdir / f"scheduler-{tag}-{i}.log"
+        logs.append(log_path)
+        with log_path.open("wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "rota.cli.main", "scheduler", "--db", db.url],
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                )
+            )
+    return Executors(procs, logs, [])
+
+
+def apply_schedules(db: Database, workdir: Path) -> None:
+    path = workdir / "schedules.yaml"
+    path.write_text(SCHEDULE_FILE)
+    subprocess.run(
+        [sys.executable, "-m", "rota.cli.main", "apply", str(path), "--db", db.url],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def wait_registered(db: Database, executors: int, schedulers: int, procs: list[Executors]) -> None:
+    engine = make_engine(db.url)
+    deadline = time.monotonic() + REGISTER_LIMIT_SECONDS
+    try:
+        while True:
+            with engine.connect() as conn:
+                kinds: dict[str, int] = dict(
+                    conn.execute(
+                        select(workers.c.kind, func.count()).group_by(workers.c.kind)
+                    ).all()
+                )
+            if kinds.get("executor", 0) >= executors and kinds.get("scheduler", 0) >= schedulers:
+                return
+            for p in procs:
+                p.check_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {kinds} registered after {REGISTER_LIMIT_SECONDS:.0f} s")
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
+
+
+def server_connections(
+    monitor: psycopg.Connection[tuple[object, ...]], db: Database, bouncer: PgBouncer | None
+) -> int:
+    if bouncer is not None:
+        return bouncer.server_connections(db.name)
+    row = monitor.execute(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def drain(
+    case: Case,
+    admin_url: str,
+    bouncer: PgBouncer,
+    count: int,
+    workdir: Path,
+    idle_seconds: float,
+) -> Drain:
+    with fresh_database("postgresql", admin_url) as db:
+        through = replace(db, url=bouncer.url(db.url)) if case.pooled else db
+        if case.schedulers:
+            apply_schedules(db, workdir)
+        fleet = [start_executors(through, case.executors, case.concurrency, workdir, tag=case.name)]
+        if case.schedulers:
+            fleet.append(start_schedulers(through, case.schedulers, workdir, case.name))
+        assert db.libpq_url is not None
+        monitor = psycopg.connect(db.libpq_url, autocommit=True)
+        try:
+            wait_registered(db, case.executors, case.schedulers, fleet)
+            engine = make_engine(db.url)
+            try:
+                with engine.begin() as conn:
+                    enqueue_many(conn, [JobRequest(NOOP.name) for _ in range(count)])
+            finally:
+                engine.dispose()
+            started = time.perf_counter()
+            samples: list[tuple[float, int]] = [(0.0, 0)]
+            connections = 0
+            while samples[-1][1] < count:
+                time.sleep(POLL_SECONDS)
+                row = monitor.execute(
+                    "SELECT count(*) FROM jobs WHERE state = 'SUCCEEDED' AND job_type = %s",
+                    (NOOP.name,),
+                ).fetchone()
+                assert row is not None
+                elapsed = time.perf_counter() - started
+                samples.append((elapsed, int(str(row[0]))))
+                pool = bouncer if case.pooled else None
+                connections = max(connections, server_connections(monitor, db, pool))
+                if elapsed > DRAIN_LIMIT_SECONDS:
+                    raise RuntimeError(f"{case.name}: {samples[-1][1]} of {count} done")
+                for p in fleet:
+                    p.check_alive()
+            idle = measure_idle(monitor, bouncer, fleet, idle_seconds) if idle_seconds else {}
+        finally:
+            for p in fleet:
+                p.stop()
+            monitor.close()
+        middle = _crossing(samples, 0.9 * count) - _crossing(samples, 0.1 * count)
+        steady = 0.8 * count / max(1e-9, middle)
+        return Drain(
+            case,
+            count,
+            samples[-1][0],
+            steady,
+            connections,
+            verify(db, count, job_type=NOOP.name),
+            idle,
+        )
+
+
+def measure_idle(
+    monitor: psycopg.Connection[tuple[object, ...]],
+    bouncer: PgBouncer,
+    fleet: list[Executors],
+    seconds: float,
+) -> dict[str, float]:
+    """CPU over ``seconds`` of idling, each as a share of one core."""
+    pids = [p.pid for ex in fleet for p in ex.procs]
+    before = (cluster_cpu(monitor), cpu_seconds(bouncer.process.pid), sum(map(cpu_seconds, pids)))
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    after = (cluster_cpu(monitor), cpu_seconds(bouncer.process.pid), sum(map(cpu_seconds, pids)))
+    wall = time.perf_counter() - t0
+    return {
+        "database": (after[0] - before[0]) / wall,
+        "pgbouncer": (after[1] - before[1]) / wall,
+        "rota": (after[2] - before[2]) / wall,
+    }
+
+
+def quiet_cluster_cpu(admin_url: str, seconds: float) -> float:
+    """The cluster's own CPU with no rota process, as a share of one core."""
+    with psycopg.connect(libpq(admin_url), autocommit=True) as conn:
+        before = cluster_cpu(conn)
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        return (cluster_cpu(conn) - before) / (time.perf_counter() - t0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_pooler",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--jobs", type=int, default=30_000)
+    parser.add_argument("--executors", type=int, default=48)
+    parser.add_argument("--schedulers", type=int, default=3)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    args = parser.parse_args(argv)
+    cases = [
+        Case("direct", 2, None, 0, pooled=False),
+        Case("pooled-2", 2, None, 0, pooled=True),
+        Case(f"pooled-{args.executors}", args.executors, 4, args.schedulers, pooled=True),
+    ]
+    print(f"clock ticks/s {CLK_TCK}; {os.cpu_count()} cores; {args.jobs:,} no-op jobs a case")
+    quiet = quiet_cluster_cpu(args.pg_url, min(10.0, args.idle_seconds))
+    results = []
+    with tempfile.TemporaryDirectory(prefix="rota_pooler_") as tmp:
+        workdir = Path(tmp)
+        bouncer = start_pgbouncer(workdir, args.pg_url, POOL_SIZE)
+        try:
+            for case in cases:
+                idle = args.idle_seconds if case is cases[-1] else 0.0
+                result = drain(case, args.pg_url, bouncer, args.jobs, workdir, idle)
+                results.append(result)
+                print(
+                    f"{case.name:>10}: {case.executors} executors"
+                    f" (--concurrency {case.concurrency or 'default'}), {case.schedulers}"
+                    f" schedulers; {result.rate:,.0f} jobs/s ({result.steady_rate:,.0f} steady),"
+                    f" {result.seconds:.1f} s; server connections max"
+                    f" {result.server_connections_max}; {result.verified}",
+                    flush=True,
+                )
+        finally:
+            bouncer.process.send_signal(signal.SIGTERM)
+            bouncer.process.wait(10)
+    direct, two, many = results
+    print("\n== ratios to direct (2 executors at their defaults) ==")
+    for r in (two, many):
+        goal = 0.85 if r is two else 0.80
+        print(
+            f"{r.case.name} / direct: {r.rate / direct.rate:.2f} wall,"
+            f" {r.steady_rate / direct.steady_rate:.2f} steady (goal >= {goal:.2f})"
+        )
+    print(
+        f"server connections: {many.case.name} at most {many.server_connections_max}"
+        f" (pool {POOL_SIZE})"
+    )
+    print(f"\n== idle, {args.idle_seconds:.0f} s, share of one core ==")
+    print(f"PostgreSQL cluster with no rota process: {quiet:.1%}")
+    idle = many.idle
+    print(
+        f"with {many.case.executors} idle executors and {many.case.schedulers} schedulers:"
+        f" PostgreSQL {idle['database']:.1%} (goal < 5%), PgBouncer {idle['pgbouncer']:.1%},"
+        f" the rota processes {idle['rota']:.1%}"
+    )
+    failed = [r.case.name for r in results if r.verified != "verified"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
