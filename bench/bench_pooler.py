@@ -261,6 +261,8 @@ def measure_idle(
 ) -> dict[str, float]:
     """CPU over ``seconds`` of idling, each as a share of one core."""
     pids = [p.pid for ex in fleet for p in ex.procs]
+    # The drain's dirty pages are written now, not by a checkpoint inside the window.
+    monitor.execute("CHECKPOINT")
     before = (cluster_cpu(monitor), cpu_seconds(bouncer.process.pid), sum(map(cpu_seconds, pids)))
     t0 = time.perf_counter()
     time.sleep(seconds)
@@ -276,6 +278,7 @@ def measure_idle(
 def quiet_cluster_cpu(admin_url: str, seconds: float) -> float:
     """The cluster's own CPU with no rota process, as a share of one core."""
     with psycopg.connect(libpq(admin_url), autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
         before = cluster_cpu(conn)
         t0 = time.perf_counter()
         time.sleep(seconds)
