@@ -94,6 +94,11 @@ class ApplyResult:
     # name -> its changed fields, old and new (changed and revived schedules)
     schedule_diffs: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
     job_type_diffs: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
+    # The apply instant (database clock); what changed and removed schedules
+    # were (None: a stored definition this rota cannot read); which are paused.
+    clock: datetime | None = None
+    before: Mapping[str, ScheduleSpec | None] = field(default_factory=dict)
+    paused: frozenset[str] = frozenset()
 
     @property
     def has_changes(self) -> bool:
@@ -182,6 +187,7 @@ def _apply(
     revived: list[str] = []
     changed: dict[str, tuple[str, ...]] = {}
     diffs: dict[str, tuple[FieldChange, ...]] = {}
+    before: dict[str, ScheduleSpec | None] = {}
     unchanged = 0
     for name, spec in sorted(sf.schedules.items()):
         row = rows.get(name)
@@ -209,7 +215,9 @@ def _apply(
             revived.append(name)
         else:
             changed[name] = _changed_fields(row["definition"], spec)
+            before[name] = old
     removed = sorted(n for n, r in rows.items() if n not in sf.schedules and not r["removed"])
+    before.update((name, _stored_spec(rows[name]["definition"])) for name in removed)
     mark_removed_if_present(conn, removed)
     result = ApplyResult(
         added=tuple(added),
@@ -221,6 +229,9 @@ def _apply(
         dry_run=dry_run,
         schedule_diffs=diffs,
         job_type_diffs=job_type_diffs,
+        clock=clock,
+        before=before,
+        paused=frozenset(n for n, r in rows.items() if r["paused"] and not r["removed"]),
     )
     if result.has_changes and not dry_run:
         notify_schedules_changed(conn)
