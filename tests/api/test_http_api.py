@@ -377,3 +377,20 @@ def test_instants_have_one_form_whole_seconds_included() -> None:
     east = whole.astimezone(timezone(timedelta(hours=5, minutes=30)))
     assert instant(east) == "2026-12-01T23:00:03.000000Z"  # an aware value in any zone
     assert instant(None) is None
+
+
+def test_every_schedule_name_the_file_accepts_works_at_the_urls_the_api_builds(
+    api: httpx.Client, engine: Engine
+) -> None:
+    """httpx resolves dot segments as a browser does: only `.` and `..` (refused by
+    the loader) could not be carried; every other odd name round-trips."""
+    odd = ["...", ".a", "a.", "a/..", "../a", "./a", "%2e", "a?b", "a#b", "%", "x/pause", "a//b"]
+    body = "".join(f"  {json.dumps(n)}: {{job_type: report.generate, every: 1h}}\n" for n in odd)
+    text = "job_types:\n  report.generate: {handler: tests.handlers.plain:noop}\nschedules:\n"
+    apply_schedule_file(engine, load_schedule_text(text + body, "s.yaml"))
+    for s in api.get("/schedules").json()["schedules"]:
+        one = api.get(s["links"]["self"])
+        assert one.status_code == 200 and one.json()["name"] == s["name"], s["name"]
+        paused = api.post(s["links"]["pause"])
+        assert paused.status_code == 200 and paused.json()["schedule"]["name"] == s["name"]
+    assert sorted(s["name"] for s in api.get("/schedules").json()["schedules"]) == sorted(odd)

@@ -226,3 +226,18 @@ def test_concurrent_applies_of_the_same_file_both_succeed(engine: Engine, tmp_pa
         t.join(timeout=30)
     assert errors == []
     assert [r[0] for r in _table(engine)] == ["a", "b"]
+
+
+def test_check_and_apply_refuse_a_dot_dot_schedule_name_and_say_where(
+    db_url: str, engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, V1 + '  "..":\n    job_type: work\n    every: 1h\n')
+    expected = (
+        f"{path}:13: schedule '..': a name must not be '.' or '..' "
+        "(a URL path cannot carry it: /schedules/.. is /)"
+    )
+    assert main(["check", str(path)]) == 2
+    assert expected in capsys.readouterr().err.splitlines()
+    assert main(["apply", str(path), "--db", db_url]) == 2
+    assert expected in capsys.readouterr().err.splitlines()
+    assert _table(engine) == []
