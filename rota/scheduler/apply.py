@@ -90,6 +90,10 @@ class ApplyResult:
     removed: tuple[str, ...] = ()
     unchanged: int = 0
     job_types: Mapping[str, str] = field(default_factory=dict)  # name -> added | changed
+    job_types_unchanged: int = 0
+    # Stored job types a file with a job_types section no longer declares: kept,
+    # since pending jobs of that type still need to know how they run.
+    job_types_kept: tuple[str, ...] = ()
     dry_run: bool = False
     # name -> its changed fields, old and new (changed and revived schedules)
     schedule_diffs: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
@@ -119,11 +123,21 @@ class ApplyResult:
             lines += self._diff_lines(self.job_type_diffs.get(name, ()))
         summary = (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.revived)} revived, "
-            f"{len(self.removed)} removed, {self.unchanged} unchanged"
+            f"{len(self.removed)} removed, {self.unchanged} unchanged; {self._job_type_counts()}"
         )
         if self.dry_run:
             summary += " (dry run: nothing applied)"
         return "\n".join([*lines, summary])
+
+    def _job_type_counts(self) -> str:
+        kinds = list(self.job_types.values())
+        text = (
+            f"job types: {kinds.count('added')} added, {kinds.count('changed')} changed, "
+            f"{self.job_types_unchanged} unchanged"
+        )
+        if self.job_types_kept:
+            text += f", {len(self.job_types_kept)} no longer declared (kept)"
+        return text
 
     @staticmethod
     def _diff_lines(changes: tuple[FieldChange, ...]) -> list[str]:
@@ -226,6 +240,8 @@ def _apply(
         removed=tuple(removed),
         unchanged=unchanged,
         job_types=job_type_changes,
+        job_types_unchanged=len(sf.job_types) - len(job_type_changes),
+        job_types_kept=tuple(sorted(set(stored_types) - set(sf.job_types))) if sf.job_types else (),
         dry_run=dry_run,
         schedule_diffs=diffs,
         job_type_diffs=job_type_diffs,
