@@ -9,9 +9,9 @@ meaning (bad input, runtime failure).
 changed, revived or removed schedule, the firings the change adds (``+``) and
 removes (``-``) over ``(from, from + D]`` (``--from`` defaults to the apply
 instant, the database clock), each in UTC and in the schedule's time zone with
-its DST note as ``rota preview`` shows it, and its jittered run instant when the
-schedule has jitter (``rota.scheduler.simulate``). More than 100,000 listed
-firings is refused (exit 2).
+its DST note as ``rota preview`` shows it; a jittered firing is shown at the
+instant it runs, its occurrence and jitter after it (``rota.scheduler.simulate``).
+More than 100,000 listed firings is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -126,8 +126,10 @@ def _text(result: ApplyResult, sim: Simulation, duration: timedelta) -> str:
         f"up to {utc_key(sim.end)}:",
     ]
     for s in sim.schedules:
-        lines.append(f"  {s.name} ({_status(s)}): {s.added} added, {s.removed} removed")
-        lines += [f"    {_firing_line(c)}" for c in s.firings]
+        # Unindented, so a `+ instant` / `- instant` line reads the same to grep
+        # as to a person; the schedule's count line above them names it.
+        lines.append(f"{s.name} ({_status(s)}): {s.added} added, {s.removed} removed")
+        lines += [_firing_line(c) for c in s.firings]
     lines.append(f"{sim.added} firings added, {sim.removed} removed (dry run: nothing applied)")
     return "\n".join(lines)
 
@@ -137,12 +139,14 @@ def _status(s: ScheduleSimulation) -> str:
 
 
 def _firing_line(c: FiringChange) -> str:
-    occ = c.firing.occurrence
-    line = f"{c.sign} {occurrence_line(occ)}"
-    jitter = c.firing.run_after - occ.instant
-    if jitter:
-        line += f"  (runs {_instant_ms(c.firing.run_after)}, jitter {format_duration(jitter)})"
-    return line
+    """As ``rota preview`` shows the occurrence; a jittered one at the instant it runs."""
+    occ, runs = c.firing.occurrence, c.firing.run_after
+    if runs == occ.instant:
+        return f"{c.sign} {occurrence_line(occ)}"
+    local = runs.astimezone(occ.local.tzinfo).isoformat(timespec="milliseconds")
+    jitter = f"occurrence {utc_key(occ.instant)} + jitter {format_duration(runs - occ.instant)}"
+    note = f"; {occ.note}" if occ.note else ""
+    return f"{c.sign} {_instant_ms(runs)}  {local:<29}  ({jitter}{note})"
 
 
 def _json(result: ApplyResult, sim: Simulation, duration: timedelta) -> str:
