@@ -31,7 +31,7 @@ from rota.scheduler.jitter import run_after
 from rota.scheduler.rules import Occurrence, compile_rule, iter_between
 
 MAX_LISTED = 100_000
-MAX_COMPARED = 1_000_000
+MAX_COMPARED = 250_000  # about 2 s of rule evaluation
 
 Sign = Literal["+", "-"]
 
