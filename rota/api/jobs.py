@@ -50,7 +50,7 @@ from rota.core.queries.jobs_read import (
 )
 from rota.core.queries.operator_actions import actions_of_job
 from rota.core.states import ALL_STATES, JobState
-from rota.core.timefmt import parse_instant
+from rota.core.timefmt import parse_zoned_instant
 from rota.operations import jobs as operations
 from rota.producer.enqueue import QueueFull, UnknownJobType, enqueue
 
@@ -73,7 +73,9 @@ class JobSubmission(BaseModel):
     dedup_key: str | None = Field(
         default=None, description="a second submission with this key returns the first job"
     )
-    run_after: str | None = Field(default=None, description="ISO-8601 instant; default now")
+    run_after: str | None = Field(
+        default=None, description="ISO-8601 instant with its offset (Z or +01:00); default now"
+    )
     priority: int | None = Field(default=None, description="0 runs first")
     tenant: str | None = None
     concurrency_key: str | None = None
@@ -153,9 +155,12 @@ async def read_submission(request: Request) -> JobSubmission:
 
 def _submit(body: JobSubmission, request: Request) -> JSONResponse:
     try:
-        run_after = parse_instant(body.run_after) if body.run_after is not None else None
+        run_after = parse_zoned_instant(body.run_after) if body.run_after is not None else None
     except (ValueError, OverflowError) as exc:
-        raise Problem(422, "Invalid request", f"run_after: {exc}", type=INVALID_REQUEST) from None
+        where = [{"where": "body.run_after", "problem": str(exc)}]  # as a validation error says
+        raise Problem(
+            422, "Invalid request", f"run_after: {exc}", type=INVALID_REQUEST, errors=where
+        ) from None
     try:
         with engine_of(request).begin() as conn:
             result = enqueue(

@@ -59,7 +59,37 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# 128 + SIGPIPE: what a shell reports for a tool that a closed pipe stopped.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a reader that stops early (``rota jobs | head -1``) ends it quietly."""
+    try:
+        code = _main(argv)
+        # Output still buffered meets a closed pipe here, where it can be caught,
+        # not in the interpreter's last flush, which prints "Exception ignored".
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's final flush then has nowhere to fail."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
     # Handlers are named by import path ("myapp.reports:generate"): like a plain
     # `python` run, resolve them from the working directory too. Appended, not
     # prepended: an application's own `core` or `cli` package must never

@@ -32,6 +32,20 @@ def parse_instant(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def parse_zoned_instant(text: str) -> datetime:
+    """Parse an ISO-8601 instant that must carry its offset (``Z`` or ``+01:00``).
+
+    For a time at which something runs: a missing offset would be a guess, as
+    ``rota.enqueue`` refuses a naive datetime.
+    """
+    value = parse_instant(text)
+    s = text.strip()
+    if not s.endswith(("Z", "z")) and datetime.fromisoformat(s).tzinfo is None:
+        wall = value.replace(tzinfo=None).isoformat()
+        raise ValueError(f"{text!r} has no time zone: add one, like {wall}Z or {wall}+01:00")
+    return value
+
+
 # A manual run's key is "<schedule>@manual:<now>": never equal to a regular key.
 MANUAL_KEY_MARK = "@manual:"
 

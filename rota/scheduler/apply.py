@@ -90,10 +90,19 @@ class ApplyResult:
     removed: tuple[str, ...] = ()
     unchanged: int = 0
     job_types: Mapping[str, str] = field(default_factory=dict)  # name -> added | changed
+    job_types_unchanged: int = 0
+    # Stored job types a file with a job_types section no longer declares: kept,
+    # since pending jobs of that type still need to know how they run.
+    job_types_kept: tuple[str, ...] = ()
     dry_run: bool = False
     # name -> its changed fields, old and new (changed and revived schedules)
     schedule_diffs: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
     job_type_diffs: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
+    # The apply instant (database clock); what changed and removed schedules
+    # were (None: a stored definition this rota cannot read); which are paused.
+    clock: datetime | None = None
+    before: Mapping[str, ScheduleSpec | None] = field(default_factory=dict)
+    paused: frozenset[str] = frozenset()
 
     @property
     def has_changes(self) -> bool:
@@ -114,11 +123,21 @@ class ApplyResult:
             lines += self._diff_lines(self.job_type_diffs.get(name, ()))
         summary = (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.revived)} revived, "
-            f"{len(self.removed)} removed, {self.unchanged} unchanged"
+            f"{len(self.removed)} removed, {self.unchanged} unchanged; {self._job_type_counts()}"
         )
         if self.dry_run:
             summary += " (dry run: nothing applied)"
         return "\n".join([*lines, summary])
+
+    def _job_type_counts(self) -> str:
+        kinds = list(self.job_types.values())
+        text = (
+            f"job types: {kinds.count('added')} added, {kinds.count('changed')} changed, "
+            f"{self.job_types_unchanged} unchanged"
+        )
+        if self.job_types_kept:
+            text += f", {len(self.job_types_kept)} no longer declared (kept)"
+        return text
 
     @staticmethod
     def _diff_lines(changes: tuple[FieldChange, ...]) -> list[str]:
@@ -182,6 +201,7 @@ def _apply(
     revived: list[str] = []
     changed: dict[str, tuple[str, ...]] = {}
     diffs: dict[str, tuple[FieldChange, ...]] = {}
+    before: dict[str, ScheduleSpec | None] = {}
     unchanged = 0
     for name, spec in sorted(sf.schedules.items()):
         row = rows.get(name)
@@ -209,7 +229,9 @@ def _apply(
             revived.append(name)
         else:
             changed[name] = _changed_fields(row["definition"], spec)
+            before[name] = old
     removed = sorted(n for n, r in rows.items() if n not in sf.schedules and not r["removed"])
+    before.update((name, _stored_spec(rows[name]["definition"])) for name in removed)
     mark_removed_if_present(conn, removed)
     result = ApplyResult(
         added=tuple(added),
@@ -218,9 +240,14 @@ def _apply(
         removed=tuple(removed),
         unchanged=unchanged,
         job_types=job_type_changes,
+        job_types_unchanged=len(sf.job_types) - len(job_type_changes),
+        job_types_kept=tuple(sorted(set(stored_types) - set(sf.job_types))) if sf.job_types else (),
         dry_run=dry_run,
         schedule_diffs=diffs,
         job_type_diffs=job_type_diffs,
+        clock=clock,
+        before=before,
+        paused=frozenset(n for n, r in rows.items() if r["paused"] and not r["removed"]),
     )
     if result.has_changes and not dry_run:
         notify_schedules_changed(conn)

@@ -377,3 +377,50 @@ def test_instants_have_one_form_whole_seconds_included() -> None:
     east = whole.astimezone(timezone(timedelta(hours=5, minutes=30)))
     assert instant(east) == "2026-12-01T23:00:03.000000Z"  # an aware value in any zone
     assert instant(None) is None
+
+
+def test_every_schedule_name_the_file_accepts_works_at_the_urls_the_api_builds(
+    api: httpx.Client, engine: Engine
+) -> None:
+    """httpx resolves dot segments as a browser does: only `.` and `..` (refused by
+    the loader) could not be carried; every other odd name round-trips."""
+    odd = ["...", ".a", "a.", "a/..", "../a", "./a", "%2e", "a?b", "a#b", "%", "x/pause", "a//b"]
+    body = "".join(f"  {json.dumps(n)}: {{job_type: report.generate, every: 1h}}\n" for n in odd)
+    text = "job_types:\n  report.generate: {handler: tests.handlers.plain:noop}\nschedules:\n"
+    apply_schedule_file(engine, load_schedule_text(text + body, "s.yaml"))
+    for s in api.get("/schedules").json()["schedules"]:
+        one = api.get(s["links"]["self"])
+        assert one.status_code == 200 and one.json()["name"] == s["name"], s["name"]
+        paused = api.post(s["links"]["pause"])
+        assert paused.status_code == 200 and paused.json()["schedule"]["name"] == s["name"]
+    assert sorted(s["name"] for s in api.get("/schedules").json()["schedules"]) == sorted(odd)
+
+
+@pytest.mark.parametrize("run_after", ["2026-03-01T10:00:00", "2026-03-01", "2026-03-01T10:00"])
+def test_a_run_after_without_a_time_zone_is_refused_as_python_enqueue_refuses_it(
+    api: httpx.Client, engine: Engine, run_after: str
+) -> None:
+    r = api.post("/jobs", json={"job_type": "t", "run_after": run_after})
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == PROBLEM_JSON
+    problem = r.json()
+    assert problem["detail"].startswith("run_after: ") and "time zone" in problem["detail"]
+    assert problem["errors"] == [
+        {"where": "body.run_after", "problem": problem["detail"].removeprefix("run_after: ")}
+    ]
+    assert job_count(engine) == 0
+
+
+@pytest.mark.parametrize(
+    ("run_after", "stored"),
+    [
+        ("2026-03-01T10:00:00Z", "2026-03-01T10:00:00.000000Z"),
+        ("2026-03-01T10:00:00+02:00", "2026-03-01T08:00:00.000000Z"),
+    ],
+)
+def test_a_run_after_with_a_time_zone_is_kept(
+    api: httpx.Client, run_after: str, stored: str
+) -> None:
+    r = api.post("/jobs", json={"job_type": "t", "run_after": run_after})
+    assert r.status_code == 202, r.text
+    assert r.json()["run_after"] == stored

@@ -274,6 +274,7 @@ FLAGS = {
     "jobs": ["--limit", "--state", "--schedule"],
     "backfill": ["--from", "--to", "--max"],
     "preview": ["--from", "--count"],
+    "apply": ["--simulate", "--from"],
 }  # fmt: skip
 
 
@@ -287,6 +288,8 @@ def command_lines(draw: st.DrawFn) -> list[str]:
         argv += ["s", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z"]
     elif command == "preview":
         argv += ["{file}", draw(st.sampled_from(["s", "nope"]))]
+    elif command == "apply":
+        argv += ["{file}", "--dry-run"]
     for flag in draw(st.lists(st.sampled_from(FLAGS[command]), max_size=3, unique=True)):
         argv += [flag, draw(HOSTILE_WORDS)]
     return [a.replace("\x00", "") for a in argv]  # a process's argv cannot hold NUL

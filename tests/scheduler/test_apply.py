@@ -226,3 +226,47 @@ def test_concurrent_applies_of_the_same_file_both_succeed(engine: Engine, tmp_pa
         t.join(timeout=30)
     assert errors == []
     assert [r[0] for r in _table(engine)] == ["a", "b"]
+
+
+def test_check_and_apply_refuse_a_dot_dot_schedule_name_and_say_where(
+    db_url: str, engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, V1 + '  "..":\n    job_type: work\n    every: 1h\n')
+    expected = (
+        f"{path}:13: schedule '..': a name must not be '.' or '..' "
+        "(a URL path cannot carry it: /schedules/.. is /)"
+    )
+    assert main(["check", str(path)]) == 2
+    assert expected in capsys.readouterr().err.splitlines()
+    assert main(["apply", str(path), "--db", db_url]) == 2
+    assert expected in capsys.readouterr().err.splitlines()
+    assert _table(engine) == []
+
+
+def test_the_summary_counts_job_type_changes(engine: Engine, tmp_path: Path) -> None:
+    first = apply_file(engine, write(tmp_path, V1), now=T0).render()
+    assert first.splitlines()[-1] == (
+        "2 added, 0 changed, 0 revived, 0 removed, 0 unchanged; "
+        "job types: 1 added, 0 changed, 0 unchanged"
+    )
+    # Only the job type changes: the summary said "0 changed" and nothing more.
+    path = write(tmp_path, V1)
+    path.write_text(path.read_text().replace("max_attempts: 3", "max_attempts: 4"))
+    dry = apply_file(engine, path, dry_run=True, now=T0 + MIN)
+    assert dry.has_changes
+    assert dry.render().splitlines()[-1] == (
+        "0 added, 0 changed, 0 revived, 0 removed, 2 unchanged; "
+        "job types: 0 added, 1 changed, 0 unchanged (dry run: nothing applied)"
+    )
+    # A job type the file no longer declares is kept (its pending jobs need it).
+    other = path.read_text().replace(
+        "job_types:\n  work:", "job_types:\n  other:\n    handler: m:f\n  work:"
+    )
+    path.write_text(other)
+    apply_file(engine, path, now=T0 + 2 * MIN)
+    path.write_text(path.read_text().replace("  other:\n    handler: m:f\n", ""))
+    last = apply_file(engine, path, now=T0 + 3 * MIN).render()
+    assert last.splitlines()[-1] == (
+        "0 added, 0 changed, 0 revived, 0 removed, 2 unchanged; "
+        "job types: 0 added, 0 changed, 1 unchanged, 1 no longer declared (kept)"
+    )

@@ -618,3 +618,31 @@ def test_backoff_jitter_is_read_and_its_problems_are_at_their_line() -> None:
         "f.yaml:6: job type 'w', backoff.jitter: must be between 0 and 1 (a fraction of the"
         " delay), got 2"
     ]
+
+
+@pytest.mark.parametrize("name", [".", "..", '"."', '".."'])
+def test_schedule_names_a_url_path_cannot_carry_are_refused(name: str) -> None:
+    """The API and the dashboard put a schedule's name in a URL path segment
+    (percent-encoded); `.` and `..` stay as they are there, and every HTTP client
+    resolves them as dot segments (`/schedules/..` is `/`)."""
+    text = f"""\
+        job_types:
+          work: {{handler: m:f}}
+        schedules:
+          ok: {{job_type: work, every: 1h}}
+          {name}:
+            job_type: work
+            every: 1h
+        """
+    shown = name.strip('"')
+    assert problems(text) == [
+        f"f.yaml:5: schedule {shown!r}: a name must not be '.' or '..' "
+        "(a URL path cannot carry it: /schedules/.. is /)"
+    ]
+
+
+def test_other_odd_schedule_names_are_kept() -> None:
+    odd = ["...", ".a", "a.", "a/..", "../a", "%2e", "a?b", "a#b", "x/pause"]
+    body = "".join(f"  {n!r}: {{job_type: work, every: 1h}}\n" for n in odd)
+    loaded = load("job_types:\n  work: {handler: m:f}\nschedules:\n" + body)
+    assert list(loaded.schedules) == odd

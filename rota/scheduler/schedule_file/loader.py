@@ -23,7 +23,10 @@ Decisions where the contract is silent:
   A file without a ``job_types`` section may name job types stored by an
   earlier ``rota apply``; ``rota apply`` refuses those it does not find
   (``ScheduleFile.stored_job_type_lines`` says where each is named).
-* Schedule names may not contain ``@`` (the occurrence key is ``name@instant``).
+* Schedule names may not contain ``@`` (the occurrence key is ``name@instant``),
+  and may not be ``.`` or ``..``: the API and the dashboard put a name in a URL
+  path segment, percent-encoded, which leaves these two as they are, and HTTP
+  clients resolve them as dot segments (``/schedules/..`` is ``/``).
 * Optional fields written as null (``payload_ref:``) are treated as absent.
 
 Rules are checked by compiling them with ``scheduler.rules.compile_rule``, so
@@ -205,6 +208,7 @@ def _defaults(section: list[Entry], report: Report) -> dict[str, Given]:
 
 
 MAX_NAME_LENGTH = 200  # schedules.name, jobs.schedule_name, jobs.job_type are VARCHAR(200)
+DOT_SEGMENTS = (".", "..")  # percent-encoding leaves them as they are in a URL path
 
 
 def _check_name(e: Entry, owner: str, report: Report) -> None:
@@ -229,6 +233,12 @@ def _schedule(
     if "@" in e.key:
         report.add(
             e.key_node, f"{owner}: a name must not contain '@' (occurrence keys are name@instant)"
+        )
+    if e.key in DOT_SEGMENTS:
+        report.add(
+            e.key_node,
+            f"{owner}: a name must not be '.' or '..' (a URL path cannot carry it: "
+            "/schedules/.. is /)",
         )
     if not isinstance(e.value, MappingNode):
         report.add(e.value, f"{owner}: expected a mapping with job_type and cron, rrule or every")
