@@ -17,7 +17,7 @@ from rota.cli.common import (
     add_db_option,
     open_database,
 )
-from rota.core.timefmt import parse_zoned_instant
+from rota.core.timefmt import parse_instant
 from rota.producer.enqueue import QueueFull, UnknownJobType, enqueue
 
 
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--run-after",
         metavar="ISO",
-        help="not before this instant, with its offset (Z or +01:00; default: now)",
+        help="not before this instant (no offset: UTC, as every CLI instant; default: now)",
     )
     p.add_argument(
         "--priority", type=bounds.PRIORITY, help="0 runs first (default: the job type's)"
@@ -66,7 +66,7 @@ def _no_constant(name: str) -> object:
 def run(args: argparse.Namespace) -> int:
     job_args = _parse_args_json(args.args)
     try:
-        run_after = parse_zoned_instant(args.run_after) if args.run_after else None
+        run_after = parse_instant(args.run_after) if args.run_after else None
     except ValueError as exc:
         raise UserError(f"--run-after: {exc}") from None
     if args.max_attempts is not None and args.max_attempts < 1:
