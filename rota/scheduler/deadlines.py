@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -60,7 +61,7 @@ from rota.core.queries.late_occurrences import (
 )
 from rota.core.queries.schedules import load_definitions
 from rota.core.states import JobState, LateReason, SkipReason
-from rota.core.timefmt import utc_key
+from rota.core.timefmt import as_utc, utc_key
 from rota.runtime.events import emit
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.rules import Rule
@@ -132,6 +133,29 @@ def log_late(records: Sequence[LateRecord]) -> None:
             deadline=utc_key(r.deadline),
             job_id=str(r.job_id) if r.job_id is not None else None,
         )
+
+
+def late_json(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """A late occurrence (a ``newest_late`` row) as ``GET /late`` and ``rota late --json`` write it.
+
+    ``finished_at``: when its job reached a final state (SUCCEEDED, FAILED,
+    CANCELLED), null while it has not (or without a job).
+    """
+    return {
+        "schedule": row["schedule_name"],
+        "instant": _iso(row["instant"]),
+        "deadline": _iso(row["deadline"]),
+        "reason": row["reason"],
+        "job_id": str(row["job_id"]) if row["job_id"] is not None else None,
+        "detected_at": _iso(row["detected_at"]),
+        "finished_at": _iso(row["finished_at"]),
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return as_utc(value).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _plan(
