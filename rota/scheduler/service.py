@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError
 
 from rota.core.database import DatabaseError
 from rota.core.metric_deltas import MetricsRecorder
-from rota.core.queries.late_occurrences import LateRecord
+from rota.core.queries.late_occurrences import LateRecord, earliest_deadline_check
 from rota.core.queries.schedules import CursorMoved, earliest_next_fire
 from rota.core.states import WorkerKind
 from rota.runtime.events import emit
@@ -152,6 +152,9 @@ class SchedulerService:
     def seconds_until_due(self) -> float:
         with self.engine.begin() as conn:
             soonest, clock = earliest_next_fire(conn)
+            check = earliest_deadline_check(conn)
+        if check is not None and (soonest is None or check < soonest):
+            soonest = check  # a deadline passes before the next fire
         if soonest is None:
             return self.max_sleep
         return min(self.max_sleep, max(0.0, (soonest - clock).total_seconds()))

@@ -19,12 +19,14 @@ from sqlalchemy import Engine, RowMapping, event, select, update
 
 from rota.core.config import MisfirePolicy, OverlapPolicy
 from rota.core.queries.late_occurrences import newest_late
+from rota.core.queries.schedules import read_clock
 from rota.core.tables import jobs, metric_inbox, schedules
 from rota.operations.schedules import pause, resume
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.deadlines import SETTLE, record_late_occurrences
 from rota.scheduler.service import SchedulerService
 from tests.scheduler.test_set_aside import bypass_check
+from tests.support.executor_support import wait_for
 from tests.support.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, spec
 
 SEC = timedelta(seconds=1)
@@ -317,3 +319,15 @@ def test_a_schedule_without_a_deadline_is_never_looked_at(engine: Engine) -> Non
     finally:
         event.remove(engine, "before_cursor_execute", spy)
     assert sum("late_occurrences" in s for s in seen) == 0  # one probe of the index, no more
+
+
+def test_a_replica_wakes_for_the_next_deadline_before_the_next_fire(engine: Engine) -> None:
+    with engine.begin() as conn:
+        now = read_clock(conn)
+    anchor = (now + 2 * SEC).replace(microsecond=0)  # fires in 1-2 s, then in an hour
+    apply_specs(engine, spec(every=timedelta(hours=1), anchor=anchor, deadline=5 * SEC), now=None)
+    service = SchedulerService(engine, max_sleep=600)
+    wait_for(lambda: service.run_once().created == 1, timeout=10, what="the occurrence")
+    assert service.check_deadlines() == []  # its deadline has not passed yet
+    assert schedule_row(engine)["deadline_check_at"] == anchor + 5 * SEC + SETTLE
+    assert 0 < service.seconds_until_due() <= 6.0  # not the hour until the next fire

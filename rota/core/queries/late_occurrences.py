@@ -27,6 +27,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    func,
     or_,
     select,
     update,
@@ -121,6 +122,20 @@ def lock_deadline_due(
     if not rows:
         return [], None
     return [DeadlineDue(*row[:9]) for row in rows], rows[0][9]
+
+
+def earliest_deadline_check(conn: Connection) -> datetime | None:
+    """The soonest ``deadline_check_at`` (via ``ix_schedules_deadline_due``): when a replica
+    next has occurrences to judge."""
+    soonest = conn.execute(
+        select(func.min(schedules.c.deadline_check_at)).where(
+            schedules.c.deadline_check_at.is_not(None)
+        )
+    ).scalar_one()
+    if isinstance(soonest, str):  # SQLite: min() loses the column type
+        soonest = UTCDateTime().process_result_value(soonest, conn.dialect)
+    assert soonest is None or isinstance(soonest, datetime)
+    return soonest
 
 
 def jobs_of_occurrences(
