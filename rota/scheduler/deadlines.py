@@ -177,22 +177,26 @@ def _plan(
                 DeadlineAdvance(row.name, row.check_at, row.checked_through, None)
             )
             continue
+        if budget <= 0:
+            result.more_due = True
+            continue  # left locked and unchanged: due again at the next batch
         try:
             spec, rule = compiled.get(row.definition_hash, definitions.get(row.name))
-        except Exception:  # the materialiser sets it aside and says why
+            if spec.deadline is None:
+                batch.advances.append(DeadlineAdvance(row.name, row.check_at, None, None))
+                continue
+            start = row.checked_through or row.cursor_at or clock
+            instants, through, check_at = _due_instants(
+                rule, row, start, clock, spec.deadline, budget
+            )
+        except Exception:  # a definition or rule this rota cannot evaluate: the
+            # materialiser sets the schedule aside and says why; one bad row
+            # never stops the others' judgments.
             retry = clock + RETRY_UNREADABLE
             batch.advances.append(
                 DeadlineAdvance(row.name, row.check_at, row.checked_through, retry)
             )
             continue
-        if spec.deadline is None:
-            batch.advances.append(DeadlineAdvance(row.name, row.check_at, None, None))
-            continue
-        if budget <= 0:
-            result.more_due = True
-            continue  # left locked and unchanged: due again at the next batch
-        start = row.checked_through or row.cursor_at or clock
-        instants, through, check_at = _due_instants(rule, row, start, clock, spec.deadline, budget)
         budget -= len(instants)
         if budget <= 0 and check_at is not None and check_at <= clock:
             result.more_due = True

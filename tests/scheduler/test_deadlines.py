@@ -23,7 +23,7 @@ from rota.core.queries.schedules import read_clock
 from rota.core.tables import jobs, metric_inbox, schedules
 from rota.operations.schedules import pause, resume
 from rota.scheduler.compiled import CompiledSchedules
-from rota.scheduler.deadlines import SETTLE, record_late_occurrences
+from rota.scheduler.deadlines import RETRY_UNREADABLE, SETTLE, record_late_occurrences
 from rota.scheduler.service import SchedulerService
 from tests.scheduler.test_set_aside import bypass_check
 from tests.support.executor_support import wait_for
@@ -331,3 +331,17 @@ def test_a_replica_wakes_for_the_next_deadline_before_the_next_fire(engine: Engi
     assert service.check_deadlines() == []  # its deadline has not passed yet
     assert schedule_row(engine)["deadline_check_at"] == anchor + 5 * SEC + SETTLE
     assert 0 < service.seconds_until_due() <= 6.0  # not the hour until the next fire
+
+
+def test_a_definition_that_cannot_be_evaluated_never_stops_the_others(engine: Engine) -> None:
+    apply_specs(engine, spec("bad", deadline=DEADLINE), spec("good", deadline=DEADLINE))
+    bypass_check(engine, "bad", jitter="999999999d", deadline="30s")  # from_json raises
+    service = SchedulerService(engine)
+    _tick(service, 2)
+    when = T0 + 2 * MIN + DEADLINE + SETTLE
+    made = service.check_deadlines(when)
+    assert [(r.schedule_name, r.instant) for r in made] == [
+        ("good", T0 + MIN),
+        ("good", T0 + 2 * MIN),
+    ]
+    assert schedule_row(engine, "bad")["deadline_check_at"] == when + RETRY_UNREADABLE
