@@ -80,6 +80,9 @@ def test_every_schedule_carries_its_last_late(api: httpx.Client) -> None:
     one = api.get("/schedules/b").json()
     assert one["last_late"]["schedule"] == "b"
     assert one["last_late"]["reason"] == "not_finished"
+    shown = {s["name"]: s for s in api.get("/dashboard/data").json()["schedules"]}
+    assert shown["a"]["last_late"] == listed["a"]["last_late"]
+    assert shown["plain"]["last_late"] is None
 
 
 def test_the_counter_is_in_metrics(api: httpx.Client) -> None:
