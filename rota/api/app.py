@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
 
 from rota import __version__
-from rota.api import audit, dashboard, jobs, schedules
+from rota.api import audit, dashboard, jobs, late, schedules
 from rota.api.auth import AccessGate, whoami
 from rota.api.browser import HostPolicy
 from rota.api.exposition import exposition
@@ -60,6 +60,7 @@ def create_app(
     api.include_router(jobs.router)
     api.include_router(schedules.router)
     api.include_router(audit.router)
+    api.include_router(late.router)
 
     @api.get("/healthz", tags=["health"], summary="The process answers")
     def healthz() -> dict[str, str]:

@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from rota.api.failed_counts import FailedCounts
+from rota.api.late import last_late, with_last_late
 from rota.api.resources import instant, job_resource, schedule_resource
 from rota.core.metric_deltas import (
     BY_NAME,
@@ -151,6 +152,7 @@ def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, A
     totals = read_totals(conn)
     schedules = list_schedules(conn)
     skips = totals_by_reason(conn)
+    lates = last_late(conn)
     failed = recent_failed(conn, FAILED_SHOWN)
     workers = [w.to_json() for w in list_workers(conn, now=now)]
 
@@ -195,7 +197,9 @@ def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, A
             name: {"last_hour": expired_hour.get(name, 0.0), "total": n}
             for name, n in sorted(expired_total.items())
         },
-        "schedules": [schedule_resource(r, skips.get(r["name"], {})) for r in schedules],
+        "schedules": [
+            with_last_late(schedule_resource(r, skips.get(r["name"], {})), lates) for r in schedules
+        ],
         "failed": [job_resource(j, now, args=False) for j in failed],
         "workers": workers,
     }

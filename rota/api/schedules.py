@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 from rota.api.audit import ACTION_OPENAPI, ACTION_RESPONSES, action_note
 from rota.api.jobs import engine_of
+from rota.api.late import last_late, with_last_late
 from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, Problem
 from rota.api.resources import instant, job_location, schedule_resource
 from rota.core.operator_notes import ActionNote
@@ -41,7 +42,12 @@ def read_schedules(request: Request) -> dict[str, Any]:
     with engine_of(request).connect() as conn:
         rows = list_schedules(conn)
         totals = totals_by_reason(conn)
-    return {"schedules": [schedule_resource(r, totals.get(r["name"], {})) for r in rows]}
+        lates = last_late(conn)
+    return {
+        "schedules": [
+            with_last_late(schedule_resource(r, totals.get(r["name"], {})), lates) for r in rows
+        ]
+    }
 
 
 @router.get(
@@ -56,7 +62,8 @@ def read_schedule(name: str, request: Request) -> dict[str, Any]:
         totals = totals_by_reason(conn).get(name, {})
         ledger = skips_of_schedule(conn, name, newest=LEDGER_ROWS)
         actions = actions_of_schedule(conn, name, newest=ACTIONS_SHOWN)
-    return schedule_resource(row, totals, ledger, actions)
+        lates = last_late(conn, [name])
+    return with_last_late(schedule_resource(row, totals, ledger, actions), lates)
 
 
 def _current(request: Request, name: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ COMMANDS = (
     "apply",
     "scheduler",
     "schedules",
+    "late",
     "pause",
     "resume",
     "trigger",

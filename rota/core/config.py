@@ -45,6 +45,8 @@ MAX_QUEUED_MAX = 1_000_000_000  # a job type's max_queued
 MAX_GRACE = timedelta(days=366)
 MAX_CATCH_UP_WINDOW = timedelta(days=366)
 MAX_JITTER = timedelta(days=7)
+MIN_DEADLINE = timedelta(seconds=1)
+MAX_DEADLINE = timedelta(days=366)
 MAX_LEASE = timedelta(days=1)
 MAX_TIMEOUT = timedelta(days=30)
 MAX_BACKOFF = timedelta(days=30)
@@ -278,6 +280,8 @@ class ScheduleSpec:
     payload_ref: str | None = None
     args: Mapping[str, Any] | None = None
     exclude_dates: tuple[date, ...] = ()
+    # An occurrence not SUCCEEDED this long after its instant is late (scheduler.deadlines).
+    deadline: timedelta | None = None
 
     @property
     def rule_text(self) -> str:
@@ -289,7 +293,7 @@ class ScheduleSpec:
         return f"every {format_duration(self.every)}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "job_type": self.job_type,
             "cron": self.cron,
@@ -311,6 +315,11 @@ class ScheduleSpec:
             "args": dict(self.args) if self.args is not None else None,
             "exclude_dates": [d.isoformat() for d in self.exclude_dates],
         }
+        # Written only when set: a schedule without one keeps the definition
+        # (and its hash) it had before deadlines existed, so no apply sees a change.
+        if self.deadline is not None:
+            data["deadline"] = format_duration(self.deadline)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScheduleSpec:
@@ -336,6 +345,7 @@ class ScheduleSpec:
             payload_ref=data.get("payload_ref"),
             args=data.get("args"),
             exclude_dates=tuple(date.fromisoformat(d) for d in data.get("exclude_dates") or ()),
+            deadline=parse_duration(data["deadline"]) if data.get("deadline") else None,
         )
 
     def definition_hash(self) -> str:

@@ -134,6 +134,12 @@ SCHEDULE_SKIPPED = Metric(
     ("schedule", "reason"),
     "Occurrences that got no job of their own, by reason.",
 )
+DEADLINE_MISSED = Metric(
+    "rota_schedule_deadline_missed_total",
+    Kind.COUNTER,
+    ("schedule", "reason"),
+    "Occurrences not SUCCEEDED by their schedule's deadline, by reason.",
+)
 CANCEL_LATENCY = Metric(
     "rota_cancel_latency_seconds",
     Kind.HISTOGRAM,
@@ -151,6 +157,7 @@ STORED_METRICS: tuple[Metric, ...] = (
     SCHEDULER_DELAY,
     SCHEDULE_SKIPPED,
     CANCEL_LATENCY,
+    DEADLINE_MISSED,
 )
 BY_NAME: Mapping[str, Metric] = {m.name: m for m in STORED_METRICS}
 

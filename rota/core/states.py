@@ -93,6 +93,33 @@ class SkipReason(StrEnum):
     COALESCED = "coalesced"  # folded into the job of a newer occurrence
 
 
+class LateReason(StrEnum):
+    """Why an occurrence of a schedule with a ``deadline`` is late (``late_occurrences``).
+
+    Judged as of the deadline instant (scheduled instant + deadline), so every
+    replica reaches the same reason whenever it looks. An occurrence whose
+    skip ledger reason is ``paused`` is ``paused`` (it never existed because of
+    the pause); the other ledger reasons become ``skipped:<reason>``.
+    """
+
+    NOT_FINISHED = "not_finished"  # no success by the deadline: queued, running, retrying
+    FAILED = "failed"  # FAILED by the deadline
+    CANCELLED = "cancelled"  # CANCELLED by the deadline
+    PAUSED = "paused"  # never created: the schedule was paused
+    SET_ASIDE = "set_aside"  # never created: the scheduler set the schedule aside
+    SKIPPED_MISFIRE = "skipped:misfire"
+    SKIPPED_DST = "skipped:dst"
+    SKIPPED_OVERLAP = "skipped:overlap"
+    SKIPPED_COALESCED = "skipped:coalesced"  # folded into a job that was never made
+
+    @classmethod
+    def skipped(cls, reason: SkipReason) -> LateReason:
+        """The late reason of an occurrence the skip ledger accounts for."""
+        if reason is SkipReason.PAUSED:
+            return cls.PAUSED
+        return cls(f"skipped:{reason.value}")
+
+
 class WorkerKind(StrEnum):
     """What a process in the ``workers`` registry is (``rota workers``)."""
 

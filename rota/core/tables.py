@@ -35,6 +35,7 @@ from rota.core.states import (
     TERMINAL_SQL,
     UNFINISHED_SQL,
     JobState,
+    LateReason,
     SkipReason,
     WorkerKind,
     sql_in,
@@ -273,6 +274,17 @@ schedules = Table(
     # The newest regular occurrence whose job was pruned (0009): backfill creates
     # nothing at or before it, so a pruned occurrence is never made again.
     Column("pruned_through", UTCDateTime()),
+    # Deadlines (0013): every occurrence at or before ``deadlines_checked_through``
+    # was judged on time or late; the next judgment is due at ``deadline_check_at``
+    # (the next occurrence's instant + the deadline). Both null: no deadline.
+    Column("deadlines_checked_through", UTCDateTime()),
+    Column("deadline_check_at", UTCDateTime()),
+    Index(
+        "ix_schedules_deadline_due",
+        "deadline_check_at",
+        postgresql_where=text("deadline_check_at IS NOT NULL"),
+        sqlite_where=text("deadline_check_at IS NOT NULL"),
+    ),
     Index(
         "ix_schedules_due",
         "next_fire_at",
@@ -304,6 +316,36 @@ schedule_skips = Table(
     Column("recorded_at", UTCDateTime(), nullable=False),
     CheckConstraint(f"reason IN {sql_in(SkipReason)}", name="reason_known"),
     Index("ix_schedule_skips_schedule", "schedule_name", "recorded_at"),
+    # (0013) the deadline check finds the ranges that cover an instant.
+    Index("ix_schedule_skips_schedule_last_instant", "schedule_name", "last_instant"),
+)
+
+# Late occurrences (0013): one row per occurrence of a schedule with a deadline
+# that was not SUCCEEDED by it. Unique per (schedule, instant): every replica
+# may judge the same occurrence, one row is recorded.
+late_occurrences = Table(
+    "late_occurrences",
+    metadata,
+    Column(
+        "late_id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    Column(
+        "schedule_name",
+        String(200),
+        ForeignKey("schedules.name", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("instant", UTCDateTime(), nullable=False),  # the nominal instant
+    Column("deadline", UTCDateTime(), nullable=False),  # instant + the schedule's deadline
+    Column("reason", String(40), nullable=False),
+    Column("job_id", Uuid()),  # the occurrence's job (or the one that covers it), if any
+    Column("detected_at", UTCDateTime(), nullable=False),
+    CheckConstraint(f"reason IN {sql_in(LateReason)}", name="reason_known"),
+    Index("ux_late_occurrences_schedule_instant", "schedule_name", "instant", unique=True),
+    Index("ix_late_occurrences_instant", "instant"),
 )
 
 # The worker registry (0006): one row per running scheduler or executor process,

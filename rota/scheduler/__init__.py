@@ -92,6 +92,12 @@ Apply (``scheduler.apply``); pause and resume (``rota.operations.schedules``)
     pause, recording skipped ones with reason ``paused`` (``catch_up`` runs
     those within its window, ``coalesce`` makes one job, ``skip`` runs none).
 
+Deadlines (``scheduler.deadlines``)
+    After each tick a replica judges the occurrences of schedules with a
+    ``deadline`` whose deadline passed since the schedule's watermark, a
+    bounded batch per transaction, and records the late ones once each
+    (``late_occurrences``, unique per schedule and instant).
+
 May import: ``rota.producer``, ``rota.runtime``, ``rota.migrations`` and
 ``rota.core``; never ``rota.executor`` (its sibling) or anything above.
 """

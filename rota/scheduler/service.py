@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 
 from rota.core.database import DatabaseError
 from rota.core.metric_deltas import MetricsRecorder
+from rota.core.queries.late_occurrences import LateRecord, earliest_deadline_check
 from rota.core.queries.schedules import CursorMoved, earliest_next_fire
 from rota.core.states import WorkerKind
 from rota.runtime.events import emit
@@ -36,6 +37,7 @@ from rota.runtime.metrics_flush import MetricsFlusher
 from rota.runtime.outage import Outage
 from rota.runtime.registry import DEFAULT_INTERVAL_SECONDS, Registration
 from rota.scheduler.compiled import CompiledSchedules
+from rota.scheduler.deadlines import log_late, record_late_occurrences
 from rota.scheduler.tick import (
     DEFAULT_BATCH_JOBS,
     DEFAULT_BATCH_SCHEDULES,
@@ -118,6 +120,25 @@ class SchedulerService:
             self._freeze_compiled()
         return total
 
+    def check_deadlines(
+        self, now: datetime | None = None, stop: threading.Event | None = None
+    ) -> list[LateRecord]:
+        """Record the occurrences whose deadline passed unmet; the records this replica made.
+
+        One transaction per batch (``scheduler.deadlines``); each batch's
+        ``deadline_missed`` lines are logged after its commit.
+        """
+        recorded: list[LateRecord] = []
+        for _ in range(MAX_BATCHES_PER_TICK):
+            with self.engine.begin() as conn:
+                result = record_late_occurrences(conn, self._compiled, now=now)
+            log_late(result.recorded)
+            recorded += result.recorded
+            self._passed()
+            if not result.more_due or (stop is not None and stop.is_set()):
+                break
+        return recorded
+
     def _freeze_compiled(self) -> None:
         """Move the long-lived heap (the compiled rules) out of the cyclic GC's full passes.
 
@@ -131,6 +152,9 @@ class SchedulerService:
     def seconds_until_due(self) -> float:
         with self.engine.begin() as conn:
             soonest, clock = earliest_next_fire(conn)
+            check = earliest_deadline_check(conn)
+        if check is not None and (soonest is None or check < soonest):
+            soonest = check  # a deadline passes before the next fire
         if soonest is None:
             return self.max_sleep
         return min(self.max_sleep, max(0.0, (soonest - clock).total_seconds()))
@@ -151,6 +175,7 @@ class SchedulerService:
                 self._passed()
                 try:
                     result = self.run_once(stop=stop)
+                    self.check_deadlines(stop=stop)  # after the tick: it judges what it made
                     self._outage.ok()
                     if result.more_due:
                         continue

@@ -269,3 +269,64 @@ def test_a_downgrade_drops_the_actions_the_older_schema_cannot_hold(empty_db_url
             assert [a for (a,) in kept] == ["pause", "resume"]
     finally:
         engine.dispose()
+
+
+def test_the_migrated_late_reasons_are_the_models_and_a_downgrade_keeps_the_schedules(
+    empty_db_url: str,
+) -> None:
+    # Every reason LateReason names is storable, nothing else is; one late row per
+    # (schedule, instant). Going back below 0013 drops the table and the columns
+    # and keeps every schedule and its ledger (SQLite does not rebuild the table).
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import func, insert, select
+    from sqlalchemy.exc import IntegrityError
+
+    from rota.core.states import LateReason
+    from rota.core.tables import late_occurrences, schedule_skips
+
+    engine = make_engine(empty_db_url)
+    t0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+    def late(reason: str, minutes: int) -> None:
+        with engine.begin() as conn:
+            conn.execute(
+                insert(late_occurrences).values(
+                    schedule_name="s",
+                    instant=t0 + timedelta(minutes=minutes),
+                    deadline=t0 + timedelta(minutes=minutes, seconds=30),
+                    reason=reason,
+                    detected_at=func.now(),
+                )
+            )
+
+    try:
+        upgrade(engine)
+        _with_a_schedule(engine)
+        for i, reason in enumerate(LateReason):
+            late(reason.value, i)
+        for bad in ("skipped:paused", "late", "skipped:"):
+            with pytest.raises(IntegrityError):
+                late(bad, 100)
+        with pytest.raises(IntegrityError):
+            late("failed", 0)  # that occurrence is recorded already
+        with engine.begin() as conn:
+            conn.execute(
+                insert(schedule_skips).values(
+                    schedule_name="s",
+                    reason="misfire",
+                    first_instant=t0,
+                    last_instant=t0,
+                    count=1,
+                    recorded_at=func.now(),
+                )
+            )
+        downgrade(engine, "0012")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM schedules")).scalar_one() == 1
+            assert conn.execute(select(func.count()).select_from(schedule_skips)).scalar_one() == 1
+            assert not inspect(conn).has_table("late_occurrences")
+        upgrade(engine)
+        assert _drift(empty_db_url) == []
+    finally:
+        engine.dispose()

@@ -17,6 +17,7 @@ from rota.core.config import (
     Nonexistent,
     OverlapPolicy,
     ScheduleFile,
+    ScheduleSpec,
 )
 from rota.scheduler.schedule_file.errors import ConfigError, Problem
 from rota.scheduler.schedule_file.loader import load_schedule_file, load_schedule_text
@@ -456,7 +457,24 @@ def test_every_problem_is_reported_at_its_line() -> None:
             "job_type: work\ncron: '0 0 * * *'\ncolor: red\n",
             "f.yaml:8: schedule 's': unknown key 'color' (expected one of: job_type, cron, rrule,"
             " every, anchor, timezone, misfire, grace, catch_up_window, dst, jitter, overlap,"
-            " payload_ref, args, exclude_dates)",
+            " payload_ref, args, exclude_dates, deadline)",
+        ),
+        (
+            "job_type: work\ncron: '0 0 * * *'\ndeadline: 500ms\n",
+            "f.yaml:8: schedule 's', deadline: must be at least 1s",
+        ),
+        (
+            "job_type: work\ncron: '0 0 * * *'\ndeadline: 0s\n",
+            "f.yaml:8: schedule 's', deadline: must be at least 1s",
+        ),
+        (
+            "job_type: work\ncron: '0 0 * * *'\ndeadline: 367d\n",
+            "f.yaml:8: schedule 's', deadline: must be at most 366d",
+        ),
+        (
+            "job_type: work\ncron: '0 0 * * *'\ndeadline: 45\n",
+            "f.yaml:8: schedule 's', deadline: bad duration 45: write it with a unit, like 90s,"
+            " 5m, 2h, 1d or 1h30m",
         ),
     ],
 )
@@ -646,3 +664,15 @@ def test_other_odd_schedule_names_are_kept() -> None:
     body = "".join(f"  {n!r}: {{job_type: work, every: 1h}}\n" for n in odd)
     loaded = load("job_types:\n  work: {handler: m:f}\nschedules:\n" + body)
     assert list(loaded.schedules) == odd
+
+
+def test_a_deadline_is_stored_and_a_schedule_without_one_keeps_its_definition() -> None:
+    sf = load(with_schedule("job_type: work\ncron: '0 0 * * *'\ndeadline: 1h30m\n"))
+    s = sf.schedules["s"]
+    assert s.deadline == timedelta(hours=1, minutes=30)
+    assert s.to_json()["deadline"] == "1h30m"
+    assert ScheduleSpec.from_json(s.to_json()) == s
+    plain = load(with_schedule("job_type: work\ncron: '0 0 * * *'\n")).schedules["s"]
+    assert plain.deadline is None and "deadline" not in plain.to_json()
+    # A deadline decides no fire instant: changing it keeps the cursor on apply.
+    assert plain.rule_hash() == s.rule_hash() and plain.definition_hash() != s.definition_hash()

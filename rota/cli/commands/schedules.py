@@ -2,7 +2,8 @@
 
 Skipped occurrences are counted by reason (misfire, dst, overlap, paused; the
 ``schedule_skips`` ledger), with the latest range of each; the last operator
-action (pause or resume: who, when, why) is shown too.
+action (pause or resume: who, when, why) is shown too, and the last late
+occurrence of a schedule with a deadline (``last_late``; ``rota late`` lists them all).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from sqlalchemy import RowMapping
 from rota.cli.common import EXIT_OK, add_config_option, add_db_option, open_database
 from rota.cli.status import action_json, action_line
 from rota.core.config import ScheduleSpec
+from rota.core.queries.late_occurrences import last_late_by_schedule
 from rota.core.queries.operator_actions import latest_schedule_actions
 from rota.core.queries.schedule_skips import latest_by_reason, totals_by_reason
 from rota.core.queries.schedules import list_schedules
 from rota.core.states import SkipReason
 from rota.core.timefmt import utc_key
+from rota.scheduler.deadlines import late_json
 
 
 def register(subparsers: Any) -> None:
@@ -53,6 +56,7 @@ def describe(
     totals: dict[str, int],
     latest: dict[str, RowMapping],
     action: RowMapping | None = None,
+    late: RowMapping | None = None,
 ) -> dict[str, Any]:
     try:
         spec: ScheduleSpec | None = ScheduleSpec.from_json(row["definition"])
@@ -82,6 +86,8 @@ def describe(
             reason: n for reason, n in sorted(totals.items()) if reason != SkipReason.COALESCED
         },
         "last_action": action_json(action) if action is not None else None,
+        "deadline": raw.get("deadline"),
+        "last_late": late_json(late) if late is not None else None,
         "skips": {
             reason: {
                 "total": totals.get(reason, 0),
@@ -138,6 +144,8 @@ def render(items: list[dict[str, Any]]) -> str:
         )
         if d["last_action"] is not None:
             lines.append(f"    last action: {action_line(d['last_action'])}")
+        if d["deadline"] is not None or d["last_late"] is not None:
+            lines.append(f"    deadline: {d['deadline'] or '-'}  last late: {_late_line(d)}")
         for reason, s in d["skips"].items():
             latest = s["latest"]
             lines.append(
@@ -147,14 +155,28 @@ def render(items: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _late_line(d: dict[str, Any]) -> str:
+    late = d["last_late"]
+    if late is None:
+        return "-"
+    return f"{late['instant']} ({late['reason']}, detected {late['detected_at']})"
+
+
 def run(args: argparse.Namespace) -> int:
     with open_database(args) as engine, engine.begin() as conn:
         rows = list_schedules(conn)
         totals = totals_by_reason(conn)
         latest = latest_by_reason(conn)
         actions = latest_schedule_actions(conn)
+        lates = last_late_by_schedule(conn)
     items = [
-        describe(r, totals.get(r["name"], {}), latest.get(r["name"], {}), actions.get(r["name"]))
+        describe(
+            r,
+            totals.get(r["name"], {}),
+            latest.get(r["name"], {}),
+            actions.get(r["name"]),
+            lates.get(r["name"]),
+        )
         for r in rows
     ]
     print(json.dumps(items, indent=2) if args.json else render(items))

@@ -283,6 +283,8 @@ def lock_all_schedules(conn: Connection) -> dict[str, RowMapping]:
 def insert_schedule(
     conn: Connection, spec: ScheduleSpec, cursor_at: datetime, next_fire_at: datetime | None
 ) -> None:
+    """A new schedule; with a deadline, its occurrences after ``cursor_at`` are judged."""
+    watermark = cursor_at if spec.deadline is not None else None
     conn.execute(
         schedules.insert().values(
             name=spec.name,
@@ -293,6 +295,8 @@ def insert_schedule(
             next_fire_at=next_fire_at,
             created_at=db_now(),
             updated_at=db_now(),
+            deadlines_checked_through=watermark,
+            deadline_check_at=watermark,
         )
     )
 
@@ -322,7 +326,30 @@ def redefine_schedule(
         vals["cursor_at"] = cursor_at
     if move_cursor or next_fire_at is not None:
         vals["next_fire_at"] = next_fire_at
+    vals.update(_deadline_watermark(spec, cursor_at))
     conn.execute(update(schedules).where(schedules.c.name == spec.name).values(**vals))
+
+
+def _deadline_watermark(spec: ScheduleSpec, cursor_at: datetime | None) -> dict[str, Any]:
+    """A redefined schedule's deadline columns (``rota.scheduler.deadlines``).
+
+    Without a deadline both are cleared. With one, a watermark already kept
+    stays (nothing judged is judged again), a new one starts at the cursor
+    (occurrences from now on are judged, not the past), and the next check
+    is due at once: the checker computes when it is really due under the new
+    definition.
+    """
+    if spec.deadline is None:
+        return {"deadlines_checked_through": None, "deadline_check_at": None}
+    start: Any = (
+        db_now()
+        if cursor_at is None
+        else bindparam("v_deadline_start", cursor_at, type_=UTCDateTime())
+    )
+    return {
+        "deadlines_checked_through": func.coalesce(schedules.c.deadlines_checked_through, start),
+        "deadline_check_at": start,
+    }
 
 
 def mark_removed_if_present(conn: Connection, names: Iterable[str]) -> None:

@@ -121,7 +121,13 @@ def fraction(node: Node) -> float:
     return float(value)
 
 
-def duration(node: Node, *, positive: bool = False, maximum: timedelta = MAX_DURATION) -> timedelta:
+def duration(
+    node: Node,
+    *,
+    positive: bool = False,
+    minimum: timedelta | None = None,
+    maximum: timedelta = MAX_DURATION,
+) -> timedelta:
     try:
         value = parse_duration(construct(node))
     except DurationTooLong:
@@ -130,6 +136,8 @@ def duration(node: Node, *, positive: bool = False, maximum: timedelta = MAX_DUR
         raise FieldError(str(exc)) from None
     if positive and value <= timedelta(0):
         raise FieldError("must be longer than 0s")
+    if minimum is not None and value < minimum:
+        raise FieldError(f"must be at least {format_duration(minimum)}")
     if value > maximum:
         raise FieldError(f"must be at most {format_duration(maximum)}")
     return value

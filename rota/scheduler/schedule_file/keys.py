@@ -16,11 +16,13 @@ from rota.core.config import (
     MAX_ATTEMPTS_MAX,
     MAX_BACKOFF,
     MAX_CATCH_UP_WINDOW,
+    MAX_DEADLINE,
     MAX_GRACE,
     MAX_JITTER,
     MAX_LEASE,
     MAX_QUEUED_MAX,
     MAX_TIMEOUT,
+    MIN_DEADLINE,
     PRIORITY_MAX,
     PRIORITY_MIN,
     Ambiguous,
@@ -87,6 +89,7 @@ SCHEDULE_FIELDS: dict[str, Parser] = {
     "payload_ref": _simple(fields.text),
     "args": _simple(fields.json_mapping),
     "exclude_dates": _simple(fields.dates),
+    "deadline": _simple(lambda n: fields.duration(n, minimum=MIN_DEADLINE, maximum=MAX_DEADLINE)),
 }
 
 RETAIN = _block(
