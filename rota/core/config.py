@@ -14,9 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rota.core.durations import format_duration, parse_duration
+
+if TYPE_CHECKING:
+    from rota.core.notifications import NotificationTarget
 
 DEFAULT_TIMEZONE = "UTC"
 DEFAULT_GRACE = timedelta(minutes=1)
@@ -364,3 +367,5 @@ class ScheduleFile:
     # Job type name -> {"handler" | "reconcile" | "name": 1-based line of that value
     # (of the job type's name)}: where `rota check --import-handlers` points.
     job_type_lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # The ``notifications:`` section: webhook targets by name.
+    notifications: Mapping[str, NotificationTarget] = field(default_factory=dict)

@@ -1,0 +1,161 @@
+"""Notifications: one delivery job per webhook target that wants an event.
+
+``notify(conn, notice, now)`` enqueues, in the caller's transaction, one job
+of the built-in type ``rota.notify`` per stored target whose ``events`` (and
+``schedules`` / ``job_types`` filters) match the notice; the executors POST
+them (``rota.executor.notify_delivery``). Calling it in the transaction that
+records the event means no event is lost and none is notified that did not
+happen. ``notify_failed_jobs`` does it for jobs that just reached FAILED
+(``job_failed``, and ``needs_reconcile`` when the code is NEEDS_RECONCILE).
+
+Each delivery's ``dedup_key`` is ``<target>/<notice key>``: notifying the
+same event twice enqueues nothing new. A delivery job's own failure is never
+notified (no loops). The body is fixed at enqueue time, so every retry sends
+the same bytes with the same ``Rota-Delivery-Id`` (the delivery job's id).
+
+The targets are read with one bounded query (at most ``MAX_TARGETS`` rows of
+a small table), and only on the path of an event: a job that succeeds never
+reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from rota.core.ids import new_job_id
+from rota.core.notifications import (
+    DELIVERY_JOB_TYPE,
+    NotificationEvent,
+    NotificationTarget,
+    delivery_job_type,
+)
+from rota.core.queries.job_types import get_job_type
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.queries.notification_targets import failed_jobs_among, load_notification_targets
+from rota.core.states import JobState
+from rota.core.storable import ERROR_CODE_MAX, storable_text
+from rota.core.timefmt import utc_key
+
+__all__ = ["Notice", "notify", "notify_failed_jobs", "notify_many"]
+
+REASON_MAX = 2_000
+_DEDUP_KEY_MAX = 400  # jobs.dedup_key
+# The code of an ambiguous outcome no hook can reconcile (rota.executor.outcomes).
+NEEDS_RECONCILE_CODE = "NEEDS_RECONCILE"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One event to notify. ``key`` names this occurrence of the event uniquely
+    (``job_failed``: the job and the generation that failed; ``deadline_missed``:
+    the occurrence key ``schedule@instant``)."""
+
+    event: NotificationEvent
+    key: str
+    schedule: str | None = None
+    instant: datetime | None = None  # the occurrence's nominal instant, if any
+    job_id: uuid.UUID | None = None
+    job_type: str | None = None
+    state: str | None = None
+    error_code: str | None = None
+    reason: str | None = None  # why it is late (deadline_missed), set aside, ...
+
+
+def notify(conn: Connection, notice: Notice, now: datetime) -> list[uuid.UUID]:
+    """Enqueue a delivery of ``notice`` to each matching target; the new deliveries' ids."""
+    return notify_many(conn, [notice], now)
+
+
+def notify_many(conn: Connection, notices: Sequence[Notice], now: datetime) -> list[uuid.UUID]:
+    """``notify`` for several notices: the targets are read once."""
+    notices = [n for n in notices if n.job_type != DELIVERY_JOB_TYPE]  # no loops
+    if not notices:
+        return []
+    targets = load_notification_targets(conn)
+    pairs = [(n, t) for n in notices for t in targets if t.matches(n.event, n.schedule, n.job_type)]
+    if not pairs:
+        return []
+    spec = get_job_type(conn, DELIVERY_JOB_TYPE) or delivery_job_type()
+    new_jobs = [_delivery(spec, n, t, now) for n, t in pairs]
+    inserted = insert_jobs_or_skip(conn, new_jobs)
+    return [j.job_id for j in new_jobs if j.job_id in inserted]
+
+
+def notify_failed_jobs(
+    conn: Connection, job_ids: Sequence[uuid.UUID], now: datetime
+) -> list[uuid.UUID]:
+    """``job_failed`` for those of ``job_ids`` that are FAILED now (in the caller's transaction)."""
+    candidates = list(job_ids)
+    if not candidates:
+        return []
+    notices = []
+    for j in failed_jobs_among(conn, candidates):
+        events = [NotificationEvent.JOB_FAILED]
+        if j.error_code == NEEDS_RECONCILE_CODE:  # a person must check what the job did
+            events.append(NotificationEvent.NEEDS_RECONCILE)
+        notices += [
+            Notice(
+                event,
+                key=f"{event.value}:{j.job_id}:{j.lease_generation}",
+                schedule=j.schedule_name,
+                instant=j.scheduled_for,
+                job_id=j.job_id,
+                job_type=j.job_type,
+                state=JobState.FAILED.value,
+                error_code=j.error_code,
+            )
+            for event in events
+        ]
+    return notify_many(conn, notices, now)
+
+
+def _delivery(spec: Any, n: Notice, t: NotificationTarget, now: datetime) -> NewJob:
+    delivery_id = new_job_id()
+    return NewJob.of_type(
+        spec,
+        job_id=delivery_id,
+        pool=t.pool,
+        dedup_key=_dedup_key(t.name, n.key),
+        args={
+            "target": t.name,
+            "url": t.url,
+            "secret_env": t.secret_env,
+            "insecure": t.insecure,
+            "body": body(n, t.name, delivery_id, now),
+        },
+    )
+
+
+def body(n: Notice, target: str, delivery_id: uuid.UUID, now: datetime) -> dict[str, Any]:
+    """The JSON body every attempt of a delivery POSTs (as ``notify_delivery`` encodes it)."""
+    return {
+        "event": n.event.value,
+        "schedule": n.schedule,
+        "instant": utc_key(n.instant) if n.instant is not None else None,
+        "job_id": str(n.job_id) if n.job_id is not None else None,
+        "job_type": n.job_type,
+        "state": n.state,
+        "error_code": (
+            storable_text(n.error_code, ERROR_CODE_MAX) if n.error_code is not None else None
+        ),
+        "reason": storable_text(n.reason, REASON_MAX) if n.reason is not None else None,
+        # The job in rota's HTTP API, relative to where `rota serve` listens.
+        "job_url": f"/jobs/{n.job_id}" if n.job_id is not None else None,
+        "target": target,
+        "delivery_id": str(delivery_id),
+        "occurred_at": utc_key(now),
+    }
+
+
+def _dedup_key(target: str, key: str) -> str:
+    whole = f"{target}/{key}"
+    if len(whole) <= _DEDUP_KEY_MAX:
+        return whole
+    return f"{target}/sha256:{hashlib.sha256(key.encode('utf-8', 'replace')).hexdigest()}"
