@@ -1,0 +1,300 @@
+"""Webhook notifications end to end, on both backends: an in-process executor POSTs
+deliveries to a real HTTP receiver on a loopback port (``tests.support.webhook_receiver``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from rota.core.config import Backoff, JobTypeSpec
+from rota.core.notifications import DELIVERY_JOB_TYPE, NotificationEvent, delivery_job_type
+from rota.core.queries.job_types import get_job_type
+from rota.core.tables import jobs
+from rota.producer.notify import Notice, notify
+from rota.scheduler.apply import apply_schedule_file
+from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support.executor_support import (
+    StartExecutor,
+    add_jobs,
+    attempt_rows,
+    claim_as,
+    job_row,
+    store_types,
+    wait_for,
+)
+from tests.support.webhook_receiver import Receiver
+
+SECRET = "s3cr3t-only-in-the-environment"
+ENV = "ROTA_TEST_HOOK_SECRET"
+INSTANT = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.down()
+
+
+def _apply(engine: Engine, receiver: Receiver, notification: str = "") -> None:
+    text = f"""
+job_types:
+  boom:
+    handler: tests.handlers.plain:permanent
+  quiet:
+    handler: tests.handlers.plain:permanent
+schedules:
+  nightly-export:
+    job_type: boom
+    cron: "0 2 * * *"
+  other:
+    job_type: boom
+    cron: "0 3 * * *"
+notifications:
+  ops-hook:
+    url: {receiver.url}
+    events: [job_failed, deadline_missed]
+    secret_env: {ENV}
+{notification}
+"""
+    apply_schedule_file(engine, load_schedule_text(text, "notify.yaml"))
+    # Production retries from 5 s to 5 min (about 8 h in all); here a tenth of a second.
+    fast = Backoff(base=timedelta(milliseconds=100), max=timedelta(milliseconds=200), jitter=0)
+    store_types(engine, dataclasses.replace(delivery_job_type(), backoff=fast))
+
+
+def _spec(engine: Engine, name: str) -> JobTypeSpec:
+    with engine.connect() as conn:
+        spec = get_job_type(conn, name)
+    assert spec is not None
+    return spec
+
+
+def _deliveries(engine: Engine) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(jobs).where(jobs.c.job_type == DELIVERY_JOB_TYPE)).mappings()
+        return [dict(r) for r in rows]
+
+
+def test_a_failed_job_is_posted_signed_and_verifiable(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ENV, SECRET)
+    _apply(engine, receiver)
+    (job_id,) = add_jobs(
+        engine, _spec(engine, "boom"), schedule_name="nightly-export", scheduled_for=INSTANT
+    )
+    start_executor()
+    (post,) = wait_for(receiver.ok, what="the POST of the failure")
+    assert post.signed_with(SECRET)
+    assert not post.signed_with(SECRET + "x")
+    assert post.headers["content-type"] == "application/json"
+    assert post.headers["rota-event"] == "job_failed"
+    (delivery,) = _deliveries(engine)
+    assert post.headers["rota-delivery-id"] == str(delivery["job_id"])
+    assert post.body == {
+        "event": "job_failed",
+        "schedule": "nightly-export",
+        "instant": "2026-03-01T02:00:00Z",
+        "job_id": str(job_id),
+        "job_type": "boom",
+        "state": "FAILED",
+        "error_code": "BAD_INPUT",
+        "reason": None,
+        "job_url": f"/jobs/{job_id}",
+        "target": "ops-hook",
+        "delivery_id": str(delivery["job_id"]),
+        "occurred_at": post.body["occurred_at"],
+    }
+    wait_for(lambda: job_row(engine, delivery["job_id"])["state"] == "SUCCEEDED", what="done")
+    # The secret is read from the environment: no column of the delivery holds it.
+    assert SECRET not in repr(job_row(engine, delivery["job_id"]))
+    assert delivery["pool"] == "default" and delivery["max_attempts"] == 100
+
+
+def test_a_retry_after_a_500_carries_the_same_delivery_id_and_bytes(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ENV, SECRET)
+    _apply(engine, receiver)
+    receiver.answers.append(500)
+    add_jobs(engine, _spec(engine, "boom"))
+    start_executor()
+    wait_for(receiver.ok, what="the POST after the 500")
+    first, second = receiver.all()
+    assert (first.status, second.status) == (500, 200)
+    assert first.headers["rota-delivery-id"] == second.headers["rota-delivery-id"]
+    assert first.raw == second.raw and second.signed_with(SECRET)
+    (delivery,) = _deliveries(engine)
+    wait_for(lambda: job_row(engine, delivery["job_id"])["state"] == "SUCCEEDED", what="done")
+    attempts = attempt_rows(engine, delivery["job_id"])
+    assert [(a["outcome"], a["error_code"]) for a in attempts] == [
+        ("RETRY", "500"),
+        ("SUCCEEDED", None),
+    ]
+
+
+def test_nothing_is_lost_while_the_receiver_is_down(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ENV, SECRET)
+    _apply(engine, receiver)
+    receiver.down()
+    failing = add_jobs(engine, _spec(engine, "boom"), 3)
+    with engine.begin() as conn:  # as the deadline checker will call it
+        (late,) = notify(
+            conn,
+            Notice(
+                NotificationEvent.DEADLINE_MISSED,
+                key="nightly-export@2026-03-01T02:00:00Z",
+                schedule="nightly-export",
+                instant=INSTANT,
+                job_type="boom",
+                reason="not started by 02:05:00Z",
+            ),
+            datetime(2026, 3, 1, 2, 5, tzinfo=UTC),
+        )
+    start_executor()
+
+    def all_refused_twice() -> bool:
+        rows = _deliveries(engine)
+        return len(rows) == 4 and all(
+            r["attempt_count"] >= 2 and r["last_error_code"] == "NOTIFY_UNREACHABLE" for r in rows
+        )
+
+    wait_for(all_refused_twice, what="every delivery refused at least twice")
+    receiver.up()
+    wait_for(lambda: len(receiver.ok()) >= 4, what="every event delivered once the receiver is up")
+    bodies = {(b["event"], b["job_id"]) for b in (p.body for p in receiver.ok())}
+    assert bodies == {("job_failed", str(j)) for j in failing} | {("deadline_missed", None)}
+    (deadline,) = [p.body for p in receiver.ok() if p.body["event"] == "deadline_missed"]
+    assert deadline["reason"] == "not started by 02:05:00Z"
+    assert deadline["instant"] == "2026-03-01T02:00:00Z"
+    assert deadline["delivery_id"] == str(late)
+    assert all(p.signed_with(SECRET) for p in receiver.ok())
+
+
+def test_a_4xx_fails_the_delivery_with_its_status_and_notifies_nothing_more(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ENV, SECRET)
+    _apply(engine, receiver)
+    receiver.answers.append(404)
+    add_jobs(engine, _spec(engine, "boom"))
+    start_executor()
+    wait_for(lambda: [d for d in _deliveries(engine) if d["state"] == "FAILED"], what="FAILED")
+    # The delivery's FAILED was written with any notice it makes: none (no loops).
+    (delivery,) = _deliveries(engine)
+    assert (delivery["last_error_code"], delivery["attempt_count"]) == ("404", 1)
+    assert len(receiver.all()) == 1
+
+
+def test_a_missing_secret_fails_the_delivery_and_shows_no_secret(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    _apply(engine, receiver)
+    add_jobs(engine, _spec(engine, "boom"))
+    start_executor()
+    wait_for(lambda: [d for d in _deliveries(engine) if d["state"] == "FAILED"], what="FAILED")
+    (delivery,) = _deliveries(engine)
+    assert delivery["last_error_code"] == "NOTIFY_SECRET_MISSING"
+    assert ENV in delivery["last_error_detail"]
+    assert receiver.all() == []
+
+
+def test_a_failure_found_by_the_sweeper_is_notified(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ENV, SECRET)
+    _apply(engine, receiver)
+    (job_id,) = add_jobs(engine, _spec(engine, "boom"), max_attempts=1, lease_seconds=0.3)
+    (claimed,) = claim_as(engine, "a-worker-that-dies", 1)
+    assert claimed.job_id == job_id
+    start_executor(pools=("elsewhere", "default"))
+    (post,) = wait_for(receiver.ok, what="the POST of the swept failure")
+    assert (post.body["job_id"], post.body["error_code"]) == (str(job_id), "LEASE_EXPIRED")
+
+
+def test_notify_sends_each_event_once_to_the_targets_that_want_it(
+    engine: Engine, receiver: Receiver
+) -> None:
+    _apply(
+        engine,
+        receiver,
+        f"""
+  filtered:
+    url: {receiver.url}
+    events: [deadline_missed, job_failed]
+    secret_env: {ENV}
+    schedules: [nightly-export]
+    job_types: [boom]
+    pool: notify
+""",
+    )
+    now = datetime(2026, 3, 1, 2, 5, tzinfo=UTC)
+
+    def late(schedule: str, job_type: str | None = "boom") -> Notice:
+        return Notice(
+            NotificationEvent.DEADLINE_MISSED,
+            key=f"{schedule}@2026-03-01T02:00:00Z",
+            schedule=schedule,
+            instant=INSTANT,
+            job_type=job_type,
+            reason="late",
+        )
+
+    with engine.begin() as conn:
+        both = notify(conn, late("nightly-export"), now)
+        assert len(both) == 2
+        assert notify(conn, late("nightly-export"), now) == []  # the same event again
+        assert len(notify(conn, late("other"), now)) == 1  # filtered out of "filtered"
+        assert len(notify(conn, late("nightly-export", job_type="quiet"), now)) == 0
+        set_aside = Notice(NotificationEvent.SCHEDULE_SET_ASIDE, key="x", schedule="other")
+        assert notify(conn, set_aside, now) == []  # nobody asked for it
+    pools = {d["job_id"]: d["pool"] for d in _deliveries(engine)}
+    assert sorted(pools[i] for i in both) == ["default", "notify"]
+    with engine.connect() as conn:
+        trans = conn.begin()
+        assert len(notify(conn, _next_night(late("nightly-export")), now)) == 2
+        trans.rollback()  # an event rolled back is notified nowhere
+    assert len(_deliveries(engine)) == 3
+
+
+def _next_night(notice: Notice) -> Notice:
+    return dataclasses.replace(notice, key="nightly-export@2026-03-02T02:00:00Z")
+
+
+def test_a_delivery_jobs_own_failure_is_never_notified(engine: Engine, receiver: Receiver) -> None:
+    _apply(engine, receiver)
+    loop = Notice(
+        NotificationEvent.JOB_FAILED, key="loop", job_id=uuid.uuid4(), job_type=DELIVERY_JOB_TYPE
+    )
+    with engine.begin() as conn:
+        assert notify(conn, loop, datetime(2026, 3, 1, tzinfo=UTC)) == []
+        count = conn.execute(select(func.count()).select_from(jobs)).scalar_one()
+    assert count == 0
