@@ -14,12 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rota.core.durations import format_duration, parse_duration
-
-if TYPE_CHECKING:
-    from rota.core.notifications import NotificationTarget
+from rota.core.notifications import NotificationTarget
 
 DEFAULT_TIMEZONE = "UTC"
 DEFAULT_GRACE = timedelta(minutes=1)

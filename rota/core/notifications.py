@@ -1,12 +1,10 @@
-"""Webhook targets and the built-in job type that delivers to them.
+"""Webhook targets: the events, the target, and the rules its URL must meet.
 
 A target (``NotificationTarget``) is what the schedule file's
 ``notifications:`` section declares and `rota apply` stores in
 ``notification_targets``. Deliveries are rota jobs of ``DELIVERY_JOB_TYPE``,
-enqueued by ``rota.producer.notify`` and run by
-``rota.executor.notify_delivery``. Its retries (``DELIVERY_MAX_ATTEMPTS``
-with ``DELIVERY_BACKOFF``) are chosen so that a receiver down for an hour loses
-nothing: the attempts span about eight hours.
+enqueued by ``rota.producer.notify`` (which also says how they are retried)
+and run by ``rota.executor.notify_delivery``.
 """
 
 from __future__ import annotations
@@ -20,8 +18,6 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from rota.core.config import DEFAULT_POOL, Backoff, JobTypeSpec
-
 
 class NotificationEvent(StrEnum):
     JOB_FAILED = "job_failed"  # a job reached FAILED
@@ -32,33 +28,15 @@ class NotificationEvent(StrEnum):
 
 
 DELIVERY_JOB_TYPE = "rota.notify"
-DELIVERY_HANDLER = "rota.executor.notify_delivery:deliver"
-# 5 s, 10 s, ... doubling up to 5 min, then every 5 min: attempt 100 comes
-# about 8 h 10 min after the first, so a receiver down for an hour (or a
-# working day) loses nothing.
-DELIVERY_MAX_ATTEMPTS = 100
-DELIVERY_BACKOFF = Backoff(base=timedelta(seconds=5), max=timedelta(minutes=5))
 DELIVERY_HTTP_TIMEOUT = timedelta(seconds=10)  # one POST, connect to last byte
-DELIVERY_ATTEMPT_TIMEOUT = timedelta(minutes=1)
 # Names starting with this are rota's own job types: a file may not declare them.
 RESERVED_JOB_TYPE_PREFIX = "rota."
 
+# rota.core.config.DEFAULT_POOL (config imports this module; a test keeps them equal).
+DEFAULT_POOL = "default"
 MAX_TARGETS = 100  # per file: the failing job's path reads them all, so few
 URL_MAX = 2_000
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
-
-
-def delivery_job_type() -> JobTypeSpec:
-    """How deliveries run, as `rota apply` stores it when a file has notifications."""
-    return JobTypeSpec(
-        name=DELIVERY_JOB_TYPE,
-        handler=DELIVERY_HANDLER,
-        pool=DEFAULT_POOL,
-        timeout=DELIVERY_ATTEMPT_TIMEOUT,
-        max_attempts=DELIVERY_MAX_ATTEMPTS,
-        backoff=DELIVERY_BACKOFF,
-        idempotent=True,  # the receiver deduplicates on Rota-Delivery-Id
-    )
 
 
 def url_problem(url: str, *, insecure: bool = False) -> str | None:

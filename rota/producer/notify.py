@@ -24,18 +24,14 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
 
+from rota.core.config import DEFAULT_POOL, Backoff, JobTypeSpec
 from rota.core.ids import new_job_id
-from rota.core.notifications import (
-    DELIVERY_JOB_TYPE,
-    NotificationEvent,
-    NotificationTarget,
-    delivery_job_type,
-)
+from rota.core.notifications import DELIVERY_JOB_TYPE, NotificationEvent, NotificationTarget
 from rota.core.queries.job_types import get_job_type
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.queries.notification_targets import failed_jobs_among, load_notification_targets
@@ -43,12 +39,33 @@ from rota.core.states import JobState
 from rota.core.storable import ERROR_CODE_MAX, storable_text
 from rota.core.timefmt import utc_key
 
-__all__ = ["Notice", "notify", "notify_failed_jobs", "notify_many"]
+__all__ = ["Notice", "delivery_job_type", "notify", "notify_failed_jobs", "notify_many"]
+
+DELIVERY_HANDLER = "rota.executor.notify_delivery:deliver"
+# 5 s, 10 s, ... doubling up to 5 min, then every 5 min: attempt 100 comes
+# 7 h 50 min after the first (before jitter, which only adds), so a receiver
+# down for an hour, or a night, loses nothing.
+DELIVERY_MAX_ATTEMPTS = 100
+DELIVERY_BACKOFF = Backoff(base=timedelta(seconds=5), max=timedelta(minutes=5))
+DELIVERY_ATTEMPT_TIMEOUT = timedelta(minutes=1)
 
 REASON_MAX = 2_000
 _DEDUP_KEY_MAX = 400  # jobs.dedup_key
 # The code of an ambiguous outcome no hook can reconcile (rota.executor.outcomes).
 NEEDS_RECONCILE_CODE = "NEEDS_RECONCILE"
+
+
+def delivery_job_type() -> JobTypeSpec:
+    """How deliveries run, as `rota apply` stores it when a file has notifications."""
+    return JobTypeSpec(
+        name=DELIVERY_JOB_TYPE,
+        handler=DELIVERY_HANDLER,
+        pool=DEFAULT_POOL,
+        timeout=DELIVERY_ATTEMPT_TIMEOUT,
+        max_attempts=DELIVERY_MAX_ATTEMPTS,
+        backoff=DELIVERY_BACKOFF,
+        idempotent=True,  # the receiver deduplicates on Rota-Delivery-Id
+    )
 
 
 @dataclass(frozen=True)

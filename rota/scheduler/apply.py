@@ -31,7 +31,6 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from rota.core.config import ScheduleFile, ScheduleSpec
-from rota.core.notifications import delivery_job_type
 from rota.core.queries.job_types import load_job_types, upsert_job_types
 from rota.core.queries.notification_targets import replace_notification_targets
 from rota.core.queries.schedules import (
@@ -42,6 +41,7 @@ from rota.core.queries.schedules import (
     read_clock,
     redefine_schedule,
 )
+from rota.producer.notify import delivery_job_type
 from rota.runtime.events import emit
 from rota.scheduler.rules import compile_rule
 from rota.scheduler.schedule_file.errors import ConfigError, Problem

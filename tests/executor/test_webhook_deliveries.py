@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from rota.core.config import Backoff, JobTypeSpec
-from rota.core.notifications import DELIVERY_JOB_TYPE, NotificationEvent, delivery_job_type
+from rota.core.config import DEFAULT_POOL, Backoff, JobTypeSpec
+from rota.core.notifications import DEFAULT_POOL as TARGET_DEFAULT_POOL
+from rota.core.notifications import DELIVERY_JOB_TYPE, NotificationEvent
 from rota.core.queries.job_types import get_job_type
 from rota.core.tables import jobs
-from rota.producer.notify import Notice, notify
+from rota.producer.notify import Notice, delivery_job_type, notify
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from tests.support.executor_support import (
@@ -298,3 +299,15 @@ def test_a_delivery_jobs_own_failure_is_never_notified(engine: Engine, receiver:
         assert notify(conn, loop, datetime(2026, 3, 1, tzinfo=UTC)) == []
         count = conn.execute(select(func.count()).select_from(jobs)).scalar_one()
     assert count == 0
+
+
+def test_a_targets_default_pool_is_the_default_pool() -> None:
+    assert TARGET_DEFAULT_POOL == DEFAULT_POOL
+
+
+def test_the_retries_of_a_delivery_outlast_a_receiver_down_for_an_hour() -> None:
+    spec = delivery_job_type()
+    waits = sum(
+        (spec.backoff.delay_before_jitter(n) for n in range(1, spec.max_attempts)), timedelta()
+    )
+    assert timedelta(hours=7, minutes=45) < waits < timedelta(hours=8)
