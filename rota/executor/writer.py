@@ -38,7 +38,7 @@ from rota.core.states import JobState
 from rota.executor.lease import HeldJob
 from rota.executor.outcomes import unstorable
 from rota.executor.transactions import LoopConnection, refused_for_its_values
-from rota.producer.notify import notify_failed_jobs
+from rota.producer.notify import guarded, notify_failed_jobs
 from rota.runtime.events import emit
 from rota.runtime.outage import Outage
 from rota.runtime.startstop import BackgroundLoop
@@ -216,7 +216,8 @@ class OutcomeWriter(BackgroundLoop):
                 results: list[Written] = finish_if_lease_held(
                     conn, owner=self._owner, finishes=finishes
                 )
-                notify_failed_jobs(conn, failing, datetime.now(UTC))
+                now = datetime.now(UTC)
+                guarded(conn, lambda c: notify_failed_jobs(c, failing, now))
         else:
             # One statement on PostgreSQL (autocommit), fenced per row.
             with self._db.statement() as conn:

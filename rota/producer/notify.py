@@ -21,15 +21,18 @@ reads them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from rota.core.config import DEFAULT_POOL, Backoff, JobTypeSpec
+from rota.core.database import short_error
 from rota.core.ids import new_job_id
 from rota.core.notifications import DELIVERY_JOB_TYPE, NotificationEvent, NotificationTarget
 from rota.core.queries.job_types import get_job_type
@@ -39,7 +42,14 @@ from rota.core.states import JobState
 from rota.core.storable import ERROR_CODE_MAX, storable_text
 from rota.core.timefmt import utc_key
 
-__all__ = ["Notice", "delivery_job_type", "notify", "notify_failed_jobs", "notify_many"]
+__all__ = [
+    "Notice",
+    "delivery_job_type",
+    "guarded",
+    "notify",
+    "notify_failed_jobs",
+    "notify_many",
+]
 
 DELIVERY_HANDLER = "rota.executor.notify_delivery:deliver"
 # 5 s, 10 s, ... doubling up to 5 min, then every 5 min: attempt 100 comes
@@ -53,6 +63,9 @@ REASON_MAX = 2_000
 _DEDUP_KEY_MAX = 400  # jobs.dedup_key
 # The code of an ambiguous outcome no hook can reconcile (rota.executor.outcomes).
 NEEDS_RECONCILE_CODE = "NEEDS_RECONCILE"
+_FAILURE_EVENTS = {NotificationEvent.JOB_FAILED, NotificationEvent.NEEDS_RECONCILE}
+
+log = logging.getLogger("rota.notify")
 
 
 def delivery_job_type() -> JobTypeSpec:
@@ -92,28 +105,22 @@ def notify(conn: Connection, notice: Notice, now: datetime) -> list[uuid.UUID]:
 
 def notify_many(conn: Connection, notices: Sequence[Notice], now: datetime) -> list[uuid.UUID]:
     """``notify`` for several notices: the targets are read once."""
-    notices = [n for n in notices if n.job_type != DELIVERY_JOB_TYPE]  # no loops
-    if not notices:
-        return []
-    targets = load_notification_targets(conn)
-    pairs = [(n, t) for n in notices for t in targets if t.matches(n.event, n.schedule, n.job_type)]
-    if not pairs:
-        return []
-    spec = get_job_type(conn, DELIVERY_JOB_TYPE) or delivery_job_type()
-    new_jobs = [_delivery(spec, n, t, now) for n, t in pairs]
-    inserted = insert_jobs_or_skip(conn, new_jobs)
-    return [j.job_id for j in new_jobs if j.job_id in inserted]
+    return _enqueue(conn, notices, load_notification_targets(conn), now)
 
 
 def notify_failed_jobs(
     conn: Connection, job_ids: Sequence[uuid.UUID], now: datetime
 ) -> list[uuid.UUID]:
-    """``job_failed`` for those of ``job_ids`` that are FAILED now (in the caller's transaction)."""
-    candidates = list(job_ids)
-    if not candidates:
+    """``job_failed`` for those of ``job_ids`` that are FAILED now (in the caller's transaction).
+
+    With no target for failures (the common case) this is one read of the
+    targets; the jobs are read only when some target wants them.
+    """
+    targets = [t for t in load_notification_targets(conn) if _FAILURE_EVENTS & set(t.events)]
+    if not job_ids or not targets:
         return []
     notices = []
-    for j in failed_jobs_among(conn, candidates):
+    for j in failed_jobs_among(conn, job_ids):
         events = [NotificationEvent.JOB_FAILED]
         if j.error_code == NEEDS_RECONCILE_CODE:  # a person must check what the job did
             events.append(NotificationEvent.NEEDS_RECONCILE)
@@ -130,7 +137,47 @@ def notify_failed_jobs(
             )
             for event in events
         ]
-    return notify_many(conn, notices, now)
+    return _enqueue(conn, notices, targets, now)
+
+
+def guarded(conn: Connection, enqueue: Callable[[Connection], list[uuid.UUID]]) -> list[uuid.UUID]:
+    """Run ``enqueue`` (a ``notify_*`` call) in a savepoint of ``conn``'s transaction.
+
+    For rota's own events: the deliveries are then written with the event, but
+    a delivery the database refuses (a bug of ours) is logged and dropped
+    instead of rolling back the FAILED write or the scheduler's tick. A lost
+    connection still raises: the whole transaction is retried.
+    """
+    try:
+        with conn.begin_nested():
+            return enqueue(conn)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:
+        error = short_error(exc)[:500]
+        fields = {"error": error}
+        log.error(
+            "event=notify_refused error=%s",
+            error,
+            extra={"event": "notify_refused", "fields": fields},
+        )
+        return []
+
+
+def _enqueue(
+    conn: Connection,
+    notices: Sequence[Notice],
+    targets: Sequence[NotificationTarget],
+    now: datetime,
+) -> list[uuid.UUID]:
+    notices = [n for n in notices if n.job_type != DELIVERY_JOB_TYPE]  # no loops
+    pairs = [(n, t) for n in notices for t in targets if t.matches(n.event, n.schedule, n.job_type)]
+    if not pairs:
+        return []
+    spec = get_job_type(conn, DELIVERY_JOB_TYPE) or delivery_job_type()
+    new_jobs = [_delivery(spec, n, t, now) for n, t in pairs]
+    inserted = insert_jobs_or_skip(conn, new_jobs)
+    return [j.job_id for j in new_jobs if j.job_id in inserted]
 
 
 def _delivery(spec: Any, n: Notice, t: NotificationTarget, now: datetime) -> NewJob:

@@ -45,7 +45,7 @@ from rota.core.queries.schedules import (
 )
 from rota.core.states import SkipReason
 from rota.core.timefmt import occurrence_key, utc_key
-from rota.producer.notify import Notice, notify_many
+from rota.producer.notify import Notice, guarded, notify_many
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.jitter import run_after
 from rota.scheduler.misfire import Coalescing, Plan, PlannedJob, PlannedSkip, plan_due
@@ -168,7 +168,8 @@ def materialize_batch(
     inserted = _insert(conn, work, {r.name: r for r in due}, clock)
     _record_batch(conn, work, inserted, now, result)
     if work.notices:
-        notify_many(conn, work.notices, clock)
+        notices = work.notices
+        guarded(conn, lambda c: notify_many(c, notices, clock))
     return result, lambda: log_batch(work.jobs, work.planned, work.events, inserted, clock, metrics)
 
 

@@ -4,6 +4,7 @@ deliveries to a real HTTP receiver on a loopback port (``tests.support.webhook_r
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -223,6 +224,28 @@ def test_a_missing_secret_fails_the_delivery_and_shows_no_secret(
     assert delivery["last_error_code"] == "NOTIFY_SECRET_MISSING"
     assert ENV in delivery["last_error_detail"]
     assert receiver.all() == []
+
+
+def test_a_delivery_the_database_refuses_never_blocks_the_failure(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _apply(engine, receiver)
+    # A delivery job type no row can be made of (the jobs table's CHECK refuses it).
+    store_types(engine, dataclasses.replace(delivery_job_type(), max_attempts=0))
+    (job_id,) = add_jobs(engine, _spec(engine, "boom"))
+    with caplog.at_level(logging.ERROR, logger="rota.notify"):
+        start_executor()
+        wait_for(lambda: job_row(engine, job_id)["state"] == "FAILED", what="FAILED")
+        wait_for(
+            lambda: [r for r in caplog.records if getattr(r, "event", "") == "notify_refused"],
+            what="the refusal logged",
+        )
+    assert _deliveries(engine) == []
+    (attempt,) = attempt_rows(engine, job_id)
+    assert (attempt["outcome"], attempt["error_code"]) == ("FAILED", "BAD_INPUT")
 
 
 def test_a_failure_found_by_the_sweeper_is_notified(
