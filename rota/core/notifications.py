@@ -28,7 +28,8 @@ class NotificationEvent(StrEnum):
 
 
 DELIVERY_JOB_TYPE = "rota.notify"
-DELIVERY_HTTP_TIMEOUT = timedelta(seconds=10)  # one POST, connect to last byte
+DELIVERY_HTTP_TIMEOUT = timedelta(seconds=10)  # one POST, connect to last byte (default)
+MAX_HTTP_TIMEOUT = timedelta(seconds=50)  # below the delivery attempt's own timeout (1 min)
 # Names starting with this are rota's own job types: a file may not declare them.
 RESERVED_JOB_TYPE_PREFIX = "rota."
 
@@ -92,6 +93,7 @@ class NotificationTarget:
     job_types: tuple[str, ...] | None = None
     pool: str = DEFAULT_POOL
     insecure: bool = False
+    timeout: timedelta = DELIVERY_HTTP_TIMEOUT  # of one POST
 
     def matches(self, event: NotificationEvent, schedule: str | None, job_type: str | None) -> bool:
         """Whether an event of this kind, schedule and job type goes to this target.
@@ -114,6 +116,8 @@ class NotificationTarget:
             parts.append("job types: " + ", ".join(self.job_types))
         parts.append(f"secret from ${self.secret_env}")
         parts.append(f"pool {self.pool}")
+        if self.timeout != DELIVERY_HTTP_TIMEOUT:
+            parts.append(f"timeout {self.timeout.total_seconds():g}s")
         if self.insecure:
             parts.append("insecure")
         return "; ".join(parts)
@@ -128,6 +132,7 @@ class NotificationTarget:
             "job_types": list(self.job_types) if self.job_types is not None else None,
             "pool": self.pool,
             "insecure": self.insecure,
+            "timeout_seconds": self.timeout.total_seconds(),
         }
 
     @classmethod
@@ -142,4 +147,7 @@ class NotificationTarget:
             job_types=tuple(job_types) if job_types is not None else None,
             pool=data.get("pool", DEFAULT_POOL),
             insecure=bool(data.get("insecure", False)),
+            timeout=timedelta(
+                seconds=float(data.get("timeout_seconds", DELIVERY_HTTP_TIMEOUT.total_seconds()))
+            ),
         )

@@ -9,7 +9,8 @@ the same ``Rota-Delivery-Id`` (this job's id) and the same signature:
 The secret is read here, from the environment variable the target names, in
 the executor that delivers; it is never stored, logged or put in an error.
 
-Outcomes: a 2xx answer succeeds. A 5xx answer, a timeout or a connection
+Outcomes: a 2xx answer succeeds. A 5xx answer, a timeout (the target's
+``timeout``, default 10 s, for the whole request) or a connection
 failure is retried (``RetryableError``, the job type's backoff). Any other
 answer (4xx, and 3xx: redirects are not followed) fails the delivery at once
 with the status as its error code. A missing secret variable fails it with
@@ -26,7 +27,12 @@ from typing import Any
 
 import httpx
 
-from rota.core.notifications import DELIVERY_HTTP_TIMEOUT, ENV_NAME, url_problem
+from rota.core.notifications import (
+    DELIVERY_HTTP_TIMEOUT,
+    ENV_NAME,
+    MAX_HTTP_TIMEOUT,
+    url_problem,
+)
 from rota.core.version import __version__
 from rota.executor.errors import PermanentError, RetryableError
 
@@ -70,16 +76,26 @@ def deliver(ctx: Any) -> None:
         EVENT_HEADER: str(body.get("event")),
         SIGNATURE_HEADER: signature(secret, raw),
     }
-    timeout = DELIVERY_HTTP_TIMEOUT.total_seconds()
+    timeout = _timeout(args.get("timeout_seconds"))
     try:
-        answer = httpx.post(url, content=raw, headers=headers, timeout=timeout)
+        # Streamed and closed unread: only the status matters, and a receiver's
+        # huge answer is never held in memory.
+        with httpx.stream("POST", url, content=raw, headers=headers, timeout=timeout) as answer:
+            status = answer.status_code
     except httpx.TimeoutException:
         raise RetryableError("NOTIFY_TIMEOUT", f"no answer within {timeout:g} s") from None
     except httpx.HTTPError as exc:  # refused, reset, DNS: the receiver may come back
         raise RetryableError("NOTIFY_UNREACHABLE", type(exc).__name__) from None
-    status = answer.status_code
     if 200 <= status < 300:
         return
     if status >= 500:
         raise RetryableError(str(status), f"the receiver answered {status}")
     raise PermanentError(str(status), f"the receiver answered {status}")
+
+
+def _timeout(given: object) -> float:
+    """The target's timeout in seconds (deliveries enqueued before it existed: the default)."""
+    default = DELIVERY_HTTP_TIMEOUT.total_seconds()
+    if isinstance(given, bool) or not isinstance(given, int | float):
+        return default
+    return given if 0 < given <= MAX_HTTP_TIMEOUT.total_seconds() else default

@@ -192,6 +192,7 @@ def _delivery(spec: Any, n: Notice, t: NotificationTarget, now: datetime) -> New
             "url": t.url,
             "secret_env": t.secret_env,
             "insecure": t.insecure,
+            "timeout_seconds": t.timeout.total_seconds(),
             "body": body(n, t.name, delivery_id, now),
         },
     )

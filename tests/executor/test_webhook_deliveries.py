@@ -44,7 +44,7 @@ def receiver() -> Iterator[Receiver]:
     r.down()
 
 
-def _apply(engine: Engine, receiver: Receiver, notification: str = "") -> None:
+def _apply(engine: Engine, receiver: Receiver, notification: str = "", options: str = "") -> None:
     text = f"""
 job_types:
   boom:
@@ -63,7 +63,7 @@ notifications:
     url: {receiver.url}
     events: [job_failed, deadline_missed]
     secret_env: {ENV}
-{notification}
+{options}{notification}
 """
     apply_schedule_file(engine, load_schedule_text(text, "notify.yaml"))
     # Production retries from 5 s to 5 min (about 8 h in all); here a tenth of a second.
@@ -146,6 +146,28 @@ def test_a_retry_after_a_500_carries_the_same_delivery_id_and_bytes(
         ("RETRY", "500"),
         ("SUCCEEDED", None),
     ]
+
+
+def test_a_receiver_slower_than_the_timeout_gets_the_delivery_again(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ENV, SECRET)
+    _apply(engine, receiver, options="    timeout: 300ms\n")
+    receiver.delays.append(1.5)
+    add_jobs(engine, _spec(engine, "boom"))
+    start_executor()
+    wait_for(lambda: [d for d in _deliveries(engine) if d["state"] == "SUCCEEDED"], what="done")
+    (delivery,) = _deliveries(engine)
+    attempts = attempt_rows(engine, delivery["job_id"])
+    assert [(a["outcome"], a["error_code"]) for a in attempts] == [
+        ("RETRY", "NOTIFY_TIMEOUT"),
+        ("SUCCEEDED", None),
+    ]
+    wait_for(lambda: len(receiver.all()) == 2, what="the slow answer recorded too")
+    assert {p.headers["rota-delivery-id"] for p in receiver.all()} == {str(delivery["job_id"])}
 
 
 def test_nothing_is_lost_while_the_receiver_is_down(

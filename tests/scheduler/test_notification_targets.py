@@ -134,6 +134,8 @@ LONG_URL = "https://hooks.example.com/" + "a" * 2_000
         ({"job_types": "[wrok]"}, "unknown job type 'wrok'; did you mean 'work'?"),
         ({"pool": "'a b'"}, "use letters, digits"),
         ({"insecure": "maybe"}, "expected true or false"),
+        ({"timeout": "2m"}, "must be at most 50s"),
+        ({"timeout": "0s"}, "must be longer than 0s"),
         ({"secrets": "X"}, "unknown key 'secrets'; did you mean 'secret_env'?"),
     ],
 )

@@ -1,7 +1,8 @@
 """A real HTTP receiver of webhooks on a loopback port, for the notification tests.
 
 It records every POST (headers and raw body) and answers with the statuses
-queued in ``answers`` (200 once they run out). ``down()`` closes the
+queued in ``answers`` (200 once they run out), after the delays queued in
+``delays`` (none once they run out). ``down()`` closes the
 listening socket (connections are refused); ``up()`` listens again on the
 same port.
 """
@@ -12,6 +13,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +42,7 @@ class Receiver:
     def __init__(self) -> None:
         self.received: list[Received] = []
         self.answers: deque[int] = deque()
+        self.delays: deque[float] = deque()  # seconds to wait before answering, per POST
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -57,6 +60,9 @@ class Receiver:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
+                with receiver._lock:
+                    delay = receiver.delays.popleft() if receiver.delays else 0.0
+                time.sleep(delay)  # a slow receiver, as the sender sees it
                 with receiver._lock:
                     status = receiver.answers.popleft() if receiver.answers else 200
                     headers = {k.lower(): v for k, v in self.headers.items()}

@@ -11,6 +11,7 @@
         job_types: [report.generate]
         pool: notify                    # optional; default: default
         insecure: false                 # true allows plain http to any host
+        timeout: 10s                    # of one POST (at most 50s)
 
 ``url`` (https, or http to a loopback host), ``events`` and ``secret_env`` are
 required. Problems never repeat a URL: its path may be a secret.
@@ -25,7 +26,9 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 
 from rota.core.config import DEFAULT_POOL
 from rota.core.notifications import (
+    DELIVERY_HTTP_TIMEOUT,
     ENV_NAME,
+    MAX_HTTP_TIMEOUT,
     MAX_TARGETS,
     URL_MAX,
     NotificationEvent,
@@ -94,6 +97,7 @@ _PARSERS: Mapping[str, Any] = {
     "job_types": _names,
     "pool": fields.pool,
     "insecure": fields.boolean,
+    "timeout": lambda n: fields.duration(n, positive=True, maximum=MAX_HTTP_TIMEOUT),
 }
 
 
@@ -152,6 +156,7 @@ def _target(
         job_types=values.get("job_types"),
         pool=values.get("pool", DEFAULT_POOL),
         insecure=values.get("insecure", False),
+        timeout=values.get("timeout", DELIVERY_HTTP_TIMEOUT),
     )
 
 
