@@ -28,7 +28,7 @@ class NotificationEvent(StrEnum):
 
 
 DELIVERY_JOB_TYPE = "rota.notify"
-DELIVERY_HTTP_TIMEOUT = timedelta(seconds=10)  # one POST, connect to last byte (default)
+DELIVERY_HTTP_TIMEOUT = timedelta(seconds=10)  # each step of one POST (default)
 MAX_HTTP_TIMEOUT = timedelta(seconds=50)  # below the delivery attempt's own timeout (1 min)
 # Names starting with this are rota's own job types: a file may not declare them.
 RESERVED_JOB_TYPE_PREFIX = "rota."

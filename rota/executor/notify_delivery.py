@@ -10,7 +10,7 @@ The secret is read here, from the environment variable the target names, in
 the executor that delivers; it is never stored, logged or put in an error.
 
 Outcomes: a 2xx answer succeeds. A 5xx answer, a timeout (the target's
-``timeout``, default 10 s, for the whole request) or a connection
+``timeout``, default 10 s, for each of connecting, sending and waiting) or a connection
 failure is retried (``RetryableError``, the job type's backoff). Any other
 answer (4xx, and 3xx: redirects are not followed) fails the delivery at once
 with the status as its error code. A missing secret variable fails it with
