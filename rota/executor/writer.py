@@ -208,16 +208,21 @@ class OutcomeWriter(BackgroundLoop):
 
     def _write_part(self, part: list[Item]) -> None:
         finishes = [f for _, f in part]
-        failing = [f.job_id for f in finishes if f.state is JobState.FAILED]
-        if failing:
+        if any(f.state is JobState.FAILED for f in finishes):
             # A failure is notified in the transaction that writes it: the
-            # deliveries exist exactly when the FAILED rows do.
+            # deliveries exist exactly when the FAILED rows do. Only the rows
+            # written: a lost lease's job was (or will be) reported by its holder.
             with self._db.begin() as conn:
                 results: list[Written] = finish_if_lease_held(
                     conn, owner=self._owner, finishes=finishes
                 )
+                failed = [
+                    r.job_id
+                    for r in results
+                    if isinstance(r, Finished) and r.state is JobState.FAILED
+                ]
                 now = datetime.now(UTC)
-                guarded(conn, lambda c: notify_failed_jobs(c, failing, now))
+                guarded(conn, lambda c: notify_failed_jobs(c, failed, now))
         else:
             # One statement on PostgreSQL (autocommit), fenced per row.
             with self._db.statement() as conn:
