@@ -27,6 +27,7 @@ from tests.support.executor_support import (
     attempt_rows,
     claim_as,
     job_row,
+    job_type,
     store_types,
     wait_for,
 )
@@ -268,6 +269,38 @@ def test_a_delivery_the_database_refuses_never_blocks_the_failure(
     assert _deliveries(engine) == []
     (attempt,) = attempt_rows(engine, job_id)
     assert (attempt["outcome"], attempt["error_code"]) == ("FAILED", "BAD_INPUT")
+
+
+def test_a_handler_no_executor_can_import_is_notified_once(
+    engine: Engine,
+    start_executor: StartExecutor,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv(ENV, SECRET)
+    target = f"""
+  handlers:
+    url: {receiver.url}
+    events: [handler_unavailable]
+    secret_env: {ENV}
+"""
+    _apply(engine, receiver, notification=target)
+    store_types(engine, job_type("broken", handler="tests.handlers.no_such_module:run"))
+    with caplog.at_level(logging.WARNING, logger="rota.executor"):
+        start_executor()
+        start_executor()
+        wait_for(
+            lambda: (
+                len([r for r in caplog.records if getattr(r, "event", "") == "handler_unavailable"])
+                == 2
+            ),
+            what="both executors finding the handler missing",
+        )
+        (post,) = wait_for(receiver.ok, what="the POST")
+    assert (post.body["event"], post.body["job_type"]) == ("handler_unavailable", "broken")
+    assert "no_such_module" in post.body["reason"] and post.signed_with(SECRET)
+    assert len(_deliveries(engine)) == 1  # one notice, whichever executor found it first
 
 
 def test_a_failure_found_by_the_sweeper_is_notified(
