@@ -8,19 +8,15 @@ import logging
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
 
-from rota.core.config import DEFAULT_POOL, Backoff, JobTypeSpec
+from rota.core.config import DEFAULT_POOL
 from rota.core.notifications import DEFAULT_POOL as TARGET_DEFAULT_POOL
 from rota.core.notifications import DELIVERY_JOB_TYPE, NotificationEvent
-from rota.core.queries.job_types import get_job_type
 from rota.core.tables import jobs
 from rota.producer.notify import Notice, delivery_job_type, notify
-from rota.scheduler.apply import apply_schedule_file
-from rota.scheduler.schedule_file.loader import load_schedule_text
 from tests.support.executor_support import (
     StartExecutor,
     add_jobs,
@@ -31,10 +27,15 @@ from tests.support.executor_support import (
     store_types,
     wait_for,
 )
-from tests.support.webhook_receiver import Receiver
+from tests.support.webhook_receiver import (
+    ENV,
+    SECRET,
+    Receiver,
+    apply_with_hook,
+    deliveries,
+    stored_type,
+)
 
-SECRET = "s3cr3t-only-in-the-environment"
-ENV = "ROTA_TEST_HOOK_SECRET"
 INSTANT = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 
 
@@ -45,46 +46,6 @@ def receiver() -> Iterator[Receiver]:
     r.down()
 
 
-def _apply(engine: Engine, receiver: Receiver, notification: str = "", options: str = "") -> None:
-    text = f"""
-job_types:
-  boom:
-    handler: tests.handlers.plain:permanent
-  quiet:
-    handler: tests.handlers.plain:permanent
-schedules:
-  nightly-export:
-    job_type: boom
-    cron: "0 2 * * *"
-  other:
-    job_type: boom
-    cron: "0 3 * * *"
-notifications:
-  ops-hook:
-    url: {receiver.url}
-    events: [job_failed, deadline_missed]
-    secret_env: {ENV}
-{options}{notification}
-"""
-    apply_schedule_file(engine, load_schedule_text(text, "notify.yaml"))
-    # Production retries from 5 s to 5 min (about 8 h in all); here a tenth of a second.
-    fast = Backoff(base=timedelta(milliseconds=100), max=timedelta(milliseconds=200), jitter=0)
-    store_types(engine, dataclasses.replace(delivery_job_type(), backoff=fast))
-
-
-def _spec(engine: Engine, name: str) -> JobTypeSpec:
-    with engine.connect() as conn:
-        spec = get_job_type(conn, name)
-    assert spec is not None
-    return spec
-
-
-def _deliveries(engine: Engine) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(select(jobs).where(jobs.c.job_type == DELIVERY_JOB_TYPE)).mappings()
-        return [dict(r) for r in rows]
-
-
 def test_a_failed_job_is_posted_signed_and_verifiable(
     engine: Engine,
     start_executor: StartExecutor,
@@ -92,9 +53,9 @@ def test_a_failed_job_is_posted_signed_and_verifiable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, SECRET)
-    _apply(engine, receiver)
+    apply_with_hook(engine, receiver)
     (job_id,) = add_jobs(
-        engine, _spec(engine, "boom"), schedule_name="nightly-export", scheduled_for=INSTANT
+        engine, stored_type(engine, "boom"), schedule_name="nightly-export", scheduled_for=INSTANT
     )
     start_executor()
     (post,) = wait_for(receiver.ok, what="the POST of the failure")
@@ -102,7 +63,7 @@ def test_a_failed_job_is_posted_signed_and_verifiable(
     assert not post.signed_with(SECRET + "x")
     assert post.headers["content-type"] == "application/json"
     assert post.headers["rota-event"] == "job_failed"
-    (delivery,) = _deliveries(engine)
+    (delivery,) = deliveries(engine)
     assert post.headers["rota-delivery-id"] == str(delivery["job_id"])
     assert post.body == {
         "event": "job_failed",
@@ -131,16 +92,16 @@ def test_a_retry_after_a_500_carries_the_same_delivery_id_and_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, SECRET)
-    _apply(engine, receiver)
+    apply_with_hook(engine, receiver)
     receiver.answers.append(500)
-    add_jobs(engine, _spec(engine, "boom"))
+    add_jobs(engine, stored_type(engine, "boom"))
     start_executor()
     wait_for(receiver.ok, what="the POST after the 500")
     first, second = receiver.all()
     assert (first.status, second.status) == (500, 200)
     assert first.headers["rota-delivery-id"] == second.headers["rota-delivery-id"]
     assert first.raw == second.raw and second.signed_with(SECRET)
-    (delivery,) = _deliveries(engine)
+    (delivery,) = deliveries(engine)
     wait_for(lambda: job_row(engine, delivery["job_id"])["state"] == "SUCCEEDED", what="done")
     attempts = attempt_rows(engine, delivery["job_id"])
     assert [(a["outcome"], a["error_code"]) for a in attempts] == [
@@ -156,12 +117,12 @@ def test_a_receiver_slower_than_the_timeout_gets_the_delivery_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, SECRET)
-    _apply(engine, receiver, options="    timeout: 300ms\n")
+    apply_with_hook(engine, receiver, options="    timeout: 300ms\n")
     receiver.delays.append(1.5)
-    add_jobs(engine, _spec(engine, "boom"))
+    add_jobs(engine, stored_type(engine, "boom"))
     start_executor()
-    wait_for(lambda: [d for d in _deliveries(engine) if d["state"] == "SUCCEEDED"], what="done")
-    (delivery,) = _deliveries(engine)
+    wait_for(lambda: [d for d in deliveries(engine) if d["state"] == "SUCCEEDED"], what="done")
+    (delivery,) = deliveries(engine)
     attempts = attempt_rows(engine, delivery["job_id"])
     assert [(a["outcome"], a["error_code"]) for a in attempts] == [
         ("RETRY", "NOTIFY_TIMEOUT"),
@@ -178,9 +139,9 @@ def test_nothing_is_lost_while_the_receiver_is_down(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, SECRET)
-    _apply(engine, receiver)
+    apply_with_hook(engine, receiver)
     receiver.down()
-    failing = add_jobs(engine, _spec(engine, "boom"), 3)
+    failing = add_jobs(engine, stored_type(engine, "boom"), 3)
     with engine.begin() as conn:  # as the deadline checker will call it
         (late,) = notify(
             conn,
@@ -197,7 +158,7 @@ def test_nothing_is_lost_while_the_receiver_is_down(
     start_executor()
 
     def all_refused_twice() -> bool:
-        rows = _deliveries(engine)
+        rows = deliveries(engine)
         return len(rows) == 4 and all(
             r["attempt_count"] >= 2 and r["last_error_code"] == "NOTIFY_UNREACHABLE" for r in rows
         )
@@ -221,13 +182,13 @@ def test_a_4xx_fails_the_delivery_with_its_status_and_notifies_nothing_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, SECRET)
-    _apply(engine, receiver)
+    apply_with_hook(engine, receiver)
     receiver.answers.append(404)
-    add_jobs(engine, _spec(engine, "boom"))
+    add_jobs(engine, stored_type(engine, "boom"))
     start_executor()
-    wait_for(lambda: [d for d in _deliveries(engine) if d["state"] == "FAILED"], what="FAILED")
+    wait_for(lambda: [d for d in deliveries(engine) if d["state"] == "FAILED"], what="FAILED")
     # The delivery's FAILED was written with any notice it makes: none (no loops).
-    (delivery,) = _deliveries(engine)
+    (delivery,) = deliveries(engine)
     assert (delivery["last_error_code"], delivery["attempt_count"]) == ("404", 1)
     assert len(receiver.all()) == 1
 
@@ -239,11 +200,11 @@ def test_a_missing_secret_fails_the_delivery_and_shows_no_secret(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(ENV, raising=False)
-    _apply(engine, receiver)
-    add_jobs(engine, _spec(engine, "boom"))
+    apply_with_hook(engine, receiver)
+    add_jobs(engine, stored_type(engine, "boom"))
     start_executor()
-    wait_for(lambda: [d for d in _deliveries(engine) if d["state"] == "FAILED"], what="FAILED")
-    (delivery,) = _deliveries(engine)
+    wait_for(lambda: [d for d in deliveries(engine) if d["state"] == "FAILED"], what="FAILED")
+    (delivery,) = deliveries(engine)
     assert delivery["last_error_code"] == "NOTIFY_SECRET_MISSING"
     assert ENV in delivery["last_error_detail"]
     assert receiver.all() == []
@@ -255,10 +216,10 @@ def test_a_delivery_the_database_refuses_never_blocks_the_failure(
     receiver: Receiver,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _apply(engine, receiver)
+    apply_with_hook(engine, receiver)
     # A delivery job type no row can be made of (the jobs table's CHECK refuses it).
     store_types(engine, dataclasses.replace(delivery_job_type(), max_attempts=0))
-    (job_id,) = add_jobs(engine, _spec(engine, "boom"))
+    (job_id,) = add_jobs(engine, stored_type(engine, "boom"))
     with caplog.at_level(logging.ERROR, logger="rota.notify"):
         start_executor()
         wait_for(lambda: job_row(engine, job_id)["state"] == "FAILED", what="FAILED")
@@ -266,7 +227,7 @@ def test_a_delivery_the_database_refuses_never_blocks_the_failure(
             lambda: [r for r in caplog.records if getattr(r, "event", "") == "notify_refused"],
             what="the refusal logged",
         )
-    assert _deliveries(engine) == []
+    assert deliveries(engine) == []
     (attempt,) = attempt_rows(engine, job_id)
     assert (attempt["outcome"], attempt["error_code"]) == ("FAILED", "BAD_INPUT")
 
@@ -285,7 +246,7 @@ def test_a_handler_no_executor_can_import_is_notified_once(
     events: [handler_unavailable]
     secret_env: {ENV}
 """
-    _apply(engine, receiver, notification=target)
+    apply_with_hook(engine, receiver, notification=target)
     store_types(engine, job_type("broken", handler="tests.handlers.no_such_module:run"))
     with caplog.at_level(logging.WARNING, logger="rota.executor"):
         start_executor()
@@ -300,7 +261,7 @@ def test_a_handler_no_executor_can_import_is_notified_once(
         (post,) = wait_for(receiver.ok, what="the POST")
     assert (post.body["event"], post.body["job_type"]) == ("handler_unavailable", "broken")
     assert "no_such_module" in post.body["reason"] and post.signed_with(SECRET)
-    assert len(_deliveries(engine)) == 1  # one notice, whichever executor found it first
+    assert len(deliveries(engine)) == 1  # one notice, whichever executor found it first
 
 
 def test_a_failure_found_by_the_sweeper_is_notified(
@@ -310,8 +271,8 @@ def test_a_failure_found_by_the_sweeper_is_notified(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, SECRET)
-    _apply(engine, receiver)
-    (job_id,) = add_jobs(engine, _spec(engine, "boom"), max_attempts=1, lease_seconds=0.3)
+    apply_with_hook(engine, receiver)
+    (job_id,) = add_jobs(engine, stored_type(engine, "boom"), max_attempts=1, lease_seconds=0.3)
     (claimed,) = claim_as(engine, "a-worker-that-dies", 1)
     assert claimed.job_id == job_id
     start_executor(pools=("elsewhere", "default"))
@@ -322,7 +283,7 @@ def test_a_failure_found_by_the_sweeper_is_notified(
 def test_notify_sends_each_event_once_to_the_targets_that_want_it(
     engine: Engine, receiver: Receiver
 ) -> None:
-    _apply(
+    apply_with_hook(
         engine,
         receiver,
         f"""
@@ -355,13 +316,13 @@ def test_notify_sends_each_event_once_to_the_targets_that_want_it(
         assert len(notify(conn, late("nightly-export", job_type="quiet"), now)) == 0
         set_aside = Notice(NotificationEvent.SCHEDULE_SET_ASIDE, key="x", schedule="other")
         assert notify(conn, set_aside, now) == []  # nobody asked for it
-    pools = {d["job_id"]: d["pool"] for d in _deliveries(engine)}
+    pools = {d["job_id"]: d["pool"] for d in deliveries(engine)}
     assert sorted(pools[i] for i in both) == ["default", "notify"]
     with engine.connect() as conn:
         trans = conn.begin()
         assert len(notify(conn, _next_night(late("nightly-export")), now)) == 2
         trans.rollback()  # an event rolled back is notified nowhere
-    assert len(_deliveries(engine)) == 3
+    assert len(deliveries(engine)) == 3
 
 
 def _next_night(notice: Notice) -> Notice:
@@ -369,7 +330,7 @@ def _next_night(notice: Notice) -> Notice:
 
 
 def test_a_delivery_jobs_own_failure_is_never_notified(engine: Engine, receiver: Receiver) -> None:
-    _apply(engine, receiver)
+    apply_with_hook(engine, receiver)
     loop = Notice(
         NotificationEvent.JOB_FAILED, key="loop", job_id=uuid.uuid4(), job_type=DELIVERY_JOB_TYPE
     )

@@ -14,9 +14,15 @@ from sqlalchemy import Engine
 
 from rota.core.config import Backoff
 from rota.producer.notify import delivery_job_type
-from tests.executor.test_webhook_deliveries import ENV, SECRET, _apply, _deliveries, _spec
 from tests.support.executor_support import Executors, add_jobs, store_types, wait_for
-from tests.support.webhook_receiver import Receiver
+from tests.support.webhook_receiver import (
+    ENV,
+    SECRET,
+    Receiver,
+    apply_with_hook,
+    deliveries,
+    stored_type,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -35,17 +41,17 @@ def test_every_event_arrives_after_the_receiver_and_an_executor_were_down(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV, SECRET)  # the executors' environment (subprocess_env copies it)
-    _apply(engine, receiver)
+    apply_with_hook(engine, receiver)
     fast = Backoff(base=timedelta(milliseconds=100), max=timedelta(milliseconds=300), jitter=0)
     short_lease = dataclasses.replace(delivery_job_type(), backoff=fast, lease=timedelta(seconds=2))
     store_types(engine, short_lease)
     receiver.down()
-    failing = add_jobs(engine, _spec(engine, "boom"), 3)
+    failing = add_jobs(engine, stored_type(engine, "boom"), 3)
     options = ("--poll-interval", "0.1", "--sweep-interval", "0.3")
     first = executors.start(*options, ready=True)
 
     def refused_twice() -> bool:
-        rows = _deliveries(engine)
+        rows = deliveries(engine)
         return len(rows) == 3 and all(r["attempt_count"] >= 2 for r in rows)
 
     wait_for(refused_twice, timeout=30, what="every delivery refused twice")
@@ -61,7 +67,7 @@ def test_every_event_arrives_after_the_receiver_and_an_executor_were_down(
     assert {p.body["job_id"] for p in receiver.ok()} == {str(j) for j in failing}
     assert all(p.signed_with(SECRET) for p in receiver.ok())
     wait_for(
-        lambda: all(d["state"] == "SUCCEEDED" for d in _deliveries(engine)),
+        lambda: all(d["state"] == "SUCCEEDED" for d in deliveries(engine)),
         timeout=30,
         what="every delivery SUCCEEDED",
     )

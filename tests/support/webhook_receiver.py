@@ -4,11 +4,12 @@ It records every POST (headers and raw body) and answers with the statuses
 queued in ``answers`` (200 once they run out), after the delays queued in
 ``delays`` (none once they run out). ``down()`` closes the
 listening socket (connections are refused); ``up()`` listens again on the
-same port.
+same port. The helpers below apply a schedule file whose target posts to it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -16,8 +17,20 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from sqlalchemy import Engine, select
+
+from rota.core.config import Backoff, JobTypeSpec
+from rota.core.notifications import DELIVERY_JOB_TYPE
+from rota.core.queries.job_types import get_job_type
+from rota.core.tables import jobs
+from rota.producer.notify import delivery_job_type
+from rota.scheduler.apply import apply_schedule_file
+from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support.executor_support import store_types
 
 
 @dataclass(frozen=True)
@@ -95,3 +108,53 @@ class Receiver:
     def all(self) -> list[Received]:
         with self._lock:
             return list(self.received)
+
+
+SECRET = "s3cr3t-only-in-the-environment"
+ENV = "ROTA_TEST_HOOK_SECRET"
+
+
+def apply_with_hook(
+    engine: Engine, receiver: Receiver, notification: str = "", options: str = ""
+) -> None:
+    """Apply a file whose target ``ops-hook`` (``options`` added to it) posts to
+    ``receiver``, and make deliveries retry within a tenth of a second."""
+    text = f"""
+job_types:
+  boom:
+    handler: tests.handlers.plain:permanent
+  quiet:
+    handler: tests.handlers.plain:permanent
+schedules:
+  nightly-export:
+    job_type: boom
+    cron: "0 2 * * *"
+  other:
+    job_type: boom
+    cron: "0 3 * * *"
+notifications:
+  ops-hook:
+    url: {receiver.url}
+    events: [job_failed, deadline_missed]
+    secret_env: {ENV}
+{options}{notification}
+"""
+    apply_schedule_file(engine, load_schedule_text(text, "notify.yaml"))
+    # Production retries from 5 s to 5 min (about 8 h in all); here a tenth of a second.
+    fast = Backoff(base=timedelta(milliseconds=100), max=timedelta(milliseconds=200), jitter=0)
+    store_types(engine, dataclasses.replace(delivery_job_type(), backoff=fast))
+
+
+def stored_type(engine: Engine, name: str) -> JobTypeSpec:
+    """A job type as `rota apply` stored it."""
+    with engine.connect() as conn:
+        spec = get_job_type(conn, name)
+    assert spec is not None
+    return spec
+
+
+def deliveries(engine: Engine) -> list[dict[str, Any]]:
+    """Every delivery job's row."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(jobs).where(jobs.c.job_type == DELIVERY_JOB_TYPE)).mappings()
+        return [dict(r) for r in rows]
