@@ -180,7 +180,7 @@ def _enqueue(
     return [j.job_id for j in new_jobs if j.job_id in inserted]
 
 
-def _delivery(spec: Any, n: Notice, t: NotificationTarget, now: datetime) -> NewJob:
+def _delivery(spec: JobTypeSpec, n: Notice, t: NotificationTarget, now: datetime) -> NewJob:
     delivery_id = new_job_id()
     return NewJob.of_type(
         spec,
@@ -220,7 +220,9 @@ def body(n: Notice, target: str, delivery_id: uuid.UUID, now: datetime) -> dict[
 
 
 def _dedup_key(target: str, key: str) -> str:
+    """``<target>/<key>``, or the key's hash when it is too long or not storable as is."""
     whole = f"{target}/{key}"
-    if len(whole) <= _DEDUP_KEY_MAX:
+    if storable_text(whole, _DEDUP_KEY_MAX) == whole:
         return whole
-    return f"{target}/sha256:{hashlib.sha256(key.encode('utf-8', 'replace')).hexdigest()}"
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{target}/sha256:{digest}"

@@ -329,6 +329,21 @@ def _next_night(notice: Notice) -> Notice:
     return dataclasses.replace(notice, key="nightly-export@2026-03-02T02:00:00Z")
 
 
+def test_hostile_event_keys_and_reasons_are_stored(engine: Engine, receiver: Receiver) -> None:
+    apply_with_hook(engine, receiver)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    keys = ["nul\x00key", "k" * 5_000, "lone \ud800 surrogate"]
+    with engine.begin() as conn:
+        for key in keys:
+            notice = Notice(
+                NotificationEvent.DEADLINE_MISSED, key=key, reason="why\x00" + "r" * 10_000
+            )
+            assert len(notify(conn, notice, now)) == 1
+            assert notify(conn, notice, now) == []  # the same key, however hostile
+    reasons = [d["args"]["body"]["reason"] for d in deliveries(engine)]
+    assert all("\x00" not in r and len(r) <= 2_000 for r in reasons)
+
+
 def test_a_delivery_jobs_own_failure_is_never_notified(engine: Engine, receiver: Receiver) -> None:
     apply_with_hook(engine, receiver)
     loop = Notice(
