@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from rota.core.durations import format_duration, parse_duration
+from rota.core.notifications import NotificationTarget
 
 DEFAULT_TIMEZONE = "UTC"
 DEFAULT_GRACE = timedelta(minutes=1)
@@ -374,3 +375,5 @@ class ScheduleFile:
     # Job type name -> {"handler" | "reconcile" | "name": 1-based line of that value
     # (of the job type's name)}: where `rota check --import-handlers` points.
     job_type_lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # The ``notifications:`` section: webhook targets by name.
+    notifications: Mapping[str, NotificationTarget] = field(default_factory=dict)

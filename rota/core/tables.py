@@ -476,3 +476,15 @@ __all__ = [
     "schedules",
     "workers",
 ]
+
+# Webhook targets of the schedule file's ``notifications:`` section, stored by
+# `rota apply` (0015): executors enqueue deliveries from these rows, never from
+# the file. ``definition`` is ``NotificationTarget.to_json()``: the secret's
+# environment variable's name, never the secret.
+notification_targets = Table(
+    "notification_targets",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("definition", JSON, nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)

@@ -15,7 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from rota.core.metric_deltas import MetricsRecorder
 from rota.core.queries.jobs_lease import Swept, sweep_expired_leases
@@ -29,6 +29,7 @@ from rota.executor.observations import observe_claim, observe_swept
 from rota.executor.runnable import RunnableTypes
 from rota.executor.slots import Slots
 from rota.executor.transactions import LoopConnection
+from rota.producer.notify import guarded, notify_failed_jobs
 from rota.runtime.outage import Outage
 
 log = logging.getLogger("rota.executor")
@@ -112,8 +113,13 @@ class Claimer:
 
     def sweep_once(self, now: datetime | None = None) -> list[Swept]:
         """Take back expired leases (any executor's); safe to run concurrently."""
-        with self.db.statement() as conn:
+        # A transaction, not one statement: the failures it writes are notified in it.
+        with self.db.begin() as conn:
             swept = sweep_expired_leases(conn, now=now)
+            failed = [s.job_id for s in swept if s.state is JobState.FAILED]
+            if failed:
+                at = now or datetime.now(UTC)
+                guarded(conn, lambda c: notify_failed_jobs(c, failed, at))
         self._outage.ok()
         if any(s.state is JobState.RETRY_WAIT for s in swept):
             try:

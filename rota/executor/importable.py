@@ -117,6 +117,14 @@ class ImportCheck:
         self._checked: dict[str, JobTypeSpec] = {}  # the definition each verdict is for
         self._failing: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
+        # Types found unrunnable (or unrunnable differently) since ``take_news``.
+        self._news: dict[str, tuple[JobTypeSpec, dict[str, str]]] = {}
+
+    def take_news(self) -> list[tuple[JobTypeSpec, dict[str, str]]]:
+        """The types newly found unrunnable, with their problems, once each."""
+        with self._lock:
+            news, self._news = list(self._news.values()), {}
+        return news
 
     def unrunnable(self) -> frozenset[str]:
         return frozenset(self._failing)
@@ -138,6 +146,7 @@ class ImportCheck:
                 if problems:
                     self._failing[spec.name] = problems
                     if problems != before:  # one line per type (and per change of it)
+                        self._news[spec.name] = (spec, problems)
                         fields: dict[str, object] = {}
                         for field, why in problems.items():
                             fields[field] = spec.handler if field == "handler" else spec.reconcile

@@ -3,28 +3,35 @@
 ``RunnableTypes`` puts the job type cache (``job_type_cache``) and the import
 check (``importable``) together: every time the types are read again, the
 handlers of new or changed ones are imported, and the types whose handler
-does not import are left out of the claims.
+does not import are left out of the claims, and notified
+(``handler_unavailable``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 
 from rota.core.config import JobTypeSpec
 from rota.core.database import short_error
+from rota.core.notifications import NotificationEvent
 from rota.core.queries.jobs_claim import ClaimedJob
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.importable import ImportCheck
 from rota.executor.job_type_cache import JobTypeCache
+from rota.producer.notify import Notice, guarded, notify_many
 
 log = logging.getLogger("rota.executor")
 
 
 class RunnableTypes:
     def __init__(self, engine: Engine, handlers: HandlerRegistry, pools: Collection[str]) -> None:
+        self._engine = engine
         self._types = JobTypeCache(engine)
         self._imports = ImportCheck(handlers, pools)
         self._checked = -1  # the JobTypeCache.version last checked
@@ -62,3 +69,34 @@ class RunnableTypes:
         if version != self._checked:
             self._imports.update(self._types.all())
             self._checked = version
+            self._notify_unavailable()
+
+    def _notify_unavailable(self) -> None:
+        """``handler_unavailable`` for each type newly found unrunnable here.
+
+        One notice per type, definition and error, whichever executor finds it
+        first: every executor of an old image fails alike, and says it once.
+        Best effort: the claims go on whatever happens to the notice.
+        """
+        news = self._imports.take_news()
+        if not news:
+            return
+        notices = [_unavailable(spec, problems) for spec, problems in news]
+        now = datetime.now(UTC)
+        try:
+            with self._engine.begin() as conn:
+                guarded(conn, lambda c: notify_many(c, notices, now))
+        except Exception as exc:  # the database is away: the claim loop reconnects
+            log.warning("could not notify unavailable handlers: %s", short_error(exc))
+
+
+def _unavailable(spec: JobTypeSpec, problems: dict[str, str]) -> Notice:
+    reason = "; ".join(f"{field}: {why}" for field, why in sorted(problems.items()))
+    blob = json.dumps([spec.to_json(), reason], sort_keys=True, default=str)
+    digest = hashlib.sha256(blob.encode("utf-8", "replace")).hexdigest()[:32]
+    return Notice(
+        NotificationEvent.HANDLER_UNAVAILABLE,
+        key=f"handler_unavailable:{spec.name}:{digest}",
+        job_type=spec.name,
+        reason=reason,
+    )

@@ -29,6 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from rota.core.database import short_error
 from rota.core.queries.jobs_notify import notify_claimable
@@ -37,6 +38,7 @@ from rota.core.states import JobState
 from rota.executor.lease import HeldJob
 from rota.executor.outcomes import unstorable
 from rota.executor.transactions import LoopConnection, refused_for_its_values
+from rota.producer.notify import guarded, notify_failed_jobs
 from rota.runtime.events import emit
 from rota.runtime.outage import Outage
 from rota.runtime.startstop import BackgroundLoop
@@ -206,11 +208,25 @@ class OutcomeWriter(BackgroundLoop):
 
     def _write_part(self, part: list[Item]) -> None:
         finishes = [f for _, f in part]
-        # One statement on PostgreSQL (autocommit), fenced per row.
-        with self._db.statement() as conn:
-            results: list[Written] = finish_if_lease_held(
-                conn, owner=self._owner, finishes=finishes
-            )
+        if any(f.state is JobState.FAILED for f in finishes):
+            # A failure is notified in the transaction that writes it: the
+            # deliveries exist exactly when the FAILED rows do. Only the rows
+            # written: a lost lease's job was (or will be) reported by its holder.
+            with self._db.begin() as conn:
+                results: list[Written] = finish_if_lease_held(
+                    conn, owner=self._owner, finishes=finishes
+                )
+                failed = [
+                    r.job_id
+                    for r in results
+                    if isinstance(r, Finished) and r.state is JobState.FAILED
+                ]
+                now = datetime.now(UTC)
+                guarded(conn, lambda c: notify_failed_jobs(c, failed, now))
+        else:
+            # One statement on PostgreSQL (autocommit), fenced per row.
+            with self._db.statement() as conn:
+                results = finish_if_lease_held(conn, owner=self._owner, finishes=finishes)
         # Committed: nothing below may make the part be written again (it would
         # match no row and read as lost).
         if any(isinstance(r, Finished) and r.state is JobState.QUEUED for r in results):

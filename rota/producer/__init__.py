@@ -4,6 +4,8 @@
 backpressure that refuses a submission past a job type's limits
 (``backpressure``). The CLI's ``rota enqueue`` and the API's ``POST /jobs`` go
 through here, so every entry point validates, deduplicates and sheds alike.
+``notify`` enqueues webhook deliveries (jobs of the built-in ``rota.notify``)
+for an event, in the transaction that records it.
 
 May import: ``rota.core`` (and ``rota.migrations``); never ``rota.runtime``,
 the scheduler, the executor or anything above them.

@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Engine
 
 from rota.core.config import ScheduleFile, ScheduleSpec
 from rota.core.queries.job_types import load_job_types, upsert_job_types
+from rota.core.queries.notification_targets import replace_notification_targets
 from rota.core.queries.schedules import (
     insert_schedule,
     lock_all_schedules,
@@ -40,6 +41,7 @@ from rota.core.queries.schedules import (
     read_clock,
     redefine_schedule,
 )
+from rota.producer.notify import delivery_job_type
 from rota.runtime.events import emit
 from rota.scheduler.rules import compile_rule
 from rota.scheduler.schedule_file.errors import ConfigError, Problem
@@ -104,9 +106,20 @@ class ApplyResult:
     before: Mapping[str, ScheduleSpec | None] = field(default_factory=dict)
     paused: frozenset[str] = frozenset()
 
+    # name -> added | changed | removed, and what each target stored now is
+    notifications: Mapping[str, str] = field(default_factory=dict)
+    notification_lines: Mapping[str, str] = field(default_factory=dict)
+
     @property
     def has_changes(self) -> bool:
-        return bool(self.added or self.changed or self.revived or self.removed or self.job_types)
+        return bool(
+            self.added
+            or self.changed
+            or self.revived
+            or self.removed
+            or self.job_types
+            or self.notifications
+        )
 
     def render(self) -> str:
         lines: list[str] = []
@@ -121,6 +134,9 @@ class ApplyResult:
         for name, what in sorted(self.job_types.items()):
             lines.append(f"  job type {name}: {what}")
             lines += self._diff_lines(self.job_type_diffs.get(name, ()))
+        for name, what in sorted(self.notifications.items()):
+            shown = self.notification_lines.get(name)
+            lines.append(f"  notification {name}: {what}" + (f" ({shown})" if shown else ""))
         summary = (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.revived)} revived, "
             f"{len(self.removed)} removed, {self.unchanged} unchanged; {self._job_type_counts()}"
@@ -197,6 +213,9 @@ def _apply(
         if what == "changed"
     }
     _refuse_unknown_stored_job_types(conn, sf)
+    notifications = replace_notification_targets(conn, sf.notifications.values())
+    if sf.notifications:  # the deliveries' own job type, stored with its targets
+        job_type_changes |= upsert_job_types(conn, [delivery_job_type()])
     added: list[str] = []
     revived: list[str] = []
     changed: dict[str, tuple[str, ...]] = {}
@@ -248,6 +267,8 @@ def _apply(
         clock=clock,
         before=before,
         paused=frozenset(n for n, r in rows.items() if r["paused"] and not r["removed"]),
+        notifications=notifications,
+        notification_lines={n: t.describe() for n, t in sf.notifications.items()},
     )
     if result.has_changes and not dry_run:
         notify_schedules_changed(conn)
@@ -304,3 +325,5 @@ def _log(result: ApplyResult) -> None:
         emit(log, "schedule_applied", schedule=name, change="changed", fields=",".join(fields))
     for name in result.removed:
         emit(log, "schedule_applied", schedule=name, change="removed")
+    for name, what in result.notifications.items():
+        emit(log, "notification_applied", target=name, change=what)

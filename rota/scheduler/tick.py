@@ -30,6 +30,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from rota.core.config import JobTypeSpec, OverlapPolicy, ScheduleSpec
 from rota.core.metric_deltas import MetricsRecorder
+from rota.core.notifications import NotificationEvent
 from rota.core.queries.job_types import load_job_types
 from rota.core.queries.jobs_control import request_cancel
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
@@ -44,6 +45,7 @@ from rota.core.queries.schedules import (
 )
 from rota.core.states import SkipReason
 from rota.core.timefmt import occurrence_key, utc_key
+from rota.producer.notify import Notice, guarded, notify_many
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.jitter import run_after
 from rota.scheduler.misfire import Coalescing, Plan, PlannedJob, PlannedSkip, plan_due
@@ -95,6 +97,8 @@ class _Work:
     advances: list[CursorAdvance] = field(default_factory=list)
     cancel: list[tuple[str, uuid.UUID]] = field(default_factory=list)  # (schedule, job)
     events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    # Webhook notices, enqueued in the batch's transaction (schedules set aside).
+    notices: list[Notice] = field(default_factory=list)
 
     def event(self, name: str, level: int = logging.INFO, **fields: Any) -> None:
         self.events.append((name, level, fields))
@@ -163,6 +167,9 @@ def materialize_batch(
 
     inserted = _insert(conn, work, {r.name: r for r in due}, clock)
     _record_batch(conn, work, inserted, now, result)
+    if work.notices:
+        notices = work.notices
+        guarded(conn, lambda c: notify_many(c, notices, clock))
     return result, lambda: log_batch(work.jobs, work.planned, work.events, inserted, clock, metrics)
 
 
@@ -378,6 +385,14 @@ def _set_aside(work: _Work, row: DueSchedule, clock: datetime, exc: Exception) -
             schedule=row.name,
             error=reason,
             retry_in=f"{RETRY_BROKEN.total_seconds():.0f}s",
+        )
+        work.notices.append(
+            Notice(
+                NotificationEvent.SCHEDULE_SET_ASIDE,
+                key=f"schedule_set_aside:{row.name}@{utc_key(clock)}",
+                schedule=row.name,
+                reason=reason,
+            )
         )
     work.advances.append(
         CursorAdvance(

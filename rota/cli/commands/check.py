@@ -45,7 +45,12 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             print_problems(ConfigError(problems))
             return EXIT_BAD_INPUT
-    print(f"ok: {len(loaded.schedules)} schedules, {len(loaded.job_types)} job types")
+    summary = f"ok: {len(loaded.schedules)} schedules, {len(loaded.job_types)} job types"
+    if loaded.notifications:
+        summary += f", {len(loaded.notifications)} notifications"
+    print(summary)
+    for name, target in loaded.notifications.items():
+        print(f"  notification {name}: {target.describe()}")
     if args.import_handlers:
         count = sum(
             (s.handler is not None and s.command is None) + (s.reconcile is not None)

@@ -37,7 +37,7 @@ from rota.scheduler.schedule_file.yaml_tree import Report
 # A value node, where problems go, and the owner named in them -> the parsed value.
 Parser = Callable[[Node, Report, str], Any]
 
-TOP_LEVEL_KEYS = ("defaults", "job_types", "schedules")
+TOP_LEVEL_KEYS = ("defaults", "job_types", "schedules", "notifications")
 RULE_FIELDS = ("cron", "rrule", "every")
 CALENDAR_ONLY = ("dst", "exclude_dates")
 # Written as null, these count as not given.

@@ -53,6 +53,7 @@ from rota.core.config import (
     ScheduleFile,
     ScheduleSpec,
 )
+from rota.core.notifications import RESERVED_JOB_TYPE_PREFIX, NotificationTarget
 from rota.scheduler.rules import RuleError, is_fixed_time, verify_rule
 from rota.scheduler.rules.policy import default_dst
 from rota.scheduler.schedule_file import fields
@@ -69,6 +70,7 @@ from rota.scheduler.schedule_file.keys import (
     TOP_LEVEL_KEYS,
     Parser,
 )
+from rota.scheduler.schedule_file.notifications import read_notifications
 from rota.scheduler.schedule_file.yaml_tree import Entry, Report, compose, entries, is_null
 
 
@@ -99,6 +101,7 @@ def load_schedule_text(
     schedules: dict[str, ScheduleSpec] = {}
     stored_lines: dict[str, int] = {}
     type_lines: dict[str, Mapping[str, int]] = {}
+    targets: dict[str, NotificationTarget] = {}
     root = compose(text, report)
     if root is not None:
         sections = _sections(root, report)
@@ -115,6 +118,8 @@ def load_schedule_text(
                 schedules[e.key] = schedule
                 if declared is None:
                     stored_lines[e.key] = _job_type_line(e)
+        names = [e.key for e in sections.get("schedules", [])]
+        targets = read_notifications(sections.get("notifications", []), report, names, declared)
     if report.problems:
         raise ConfigError(report.problems)
     return ScheduleFile(
@@ -123,6 +128,7 @@ def load_schedule_text(
         schedules=MappingProxyType(schedules),
         stored_job_type_lines=MappingProxyType(stored_lines),
         job_type_lines=MappingProxyType(type_lines),
+        notifications=MappingProxyType(targets),
     )
 
 
@@ -328,6 +334,11 @@ def _job_type(e: Entry, report: Report, retain_default: Given | None) -> JobType
     owner = f"job type {e.key!r}"
     before = len(report.problems)
     _check_name(e, owner, report)
+    if e.key.startswith(RESERVED_JOB_TYPE_PREFIX):
+        report.add(
+            e.key_node,
+            f"{owner[:60]}: names starting with {RESERVED_JOB_TYPE_PREFIX!r} are rota's own",
+        )
     if not isinstance(e.value, MappingNode):
         report.add(e.value, f"{owner}: expected a mapping with handler or command")
         return None
