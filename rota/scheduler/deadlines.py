@@ -46,6 +46,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from rota.core.notifications import NotificationEvent
 from rota.core.queries.late_occurrences import (
     DeadlineAdvance,
     DeadlineDue,
@@ -61,7 +62,8 @@ from rota.core.queries.late_occurrences import (
 )
 from rota.core.queries.schedules import load_definitions
 from rota.core.states import JobState, LateReason, SkipReason
-from rota.core.timefmt import as_utc, utc_key
+from rota.core.timefmt import as_utc, occurrence_key, utc_key
+from rota.producer.notify import Notice, guarded, notify_many
 from rota.runtime.events import emit
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.rules import Rule
@@ -92,6 +94,7 @@ class _Batch:
     rows: dict[str, DeadlineDue] = field(default_factory=dict)
     deadline: dict[str, timedelta] = field(default_factory=dict)
     instants: dict[str, list[datetime]] = field(default_factory=dict)
+    job_type: dict[str, str] = field(default_factory=dict)
     advances: list[DeadlineAdvance] = field(default_factory=list)
 
 
@@ -117,7 +120,23 @@ def record_late_occurrences(
     late = _judge(conn, batch, clock)
     result.recorded = insert_late_or_skip(conn, late)
     advance_deadlines_if_unchanged(conn, batch.advances)
+    if result.recorded:  # committed with the records they report, or not at all
+        notices = [_notice(r, batch.job_type.get(r.schedule_name)) for r in result.recorded]
+        guarded(conn, lambda c: notify_many(c, notices, clock))
     return result
+
+
+def _notice(record: LateRecord, job_type: str | None) -> Notice:
+    return Notice(
+        NotificationEvent.DEADLINE_MISSED,
+        key=f"{NotificationEvent.DEADLINE_MISSED.value}:"
+        f"{occurrence_key(record.schedule_name, record.instant)}",
+        schedule=record.schedule_name,
+        instant=record.instant,
+        job_id=record.job_id,
+        job_type=job_type,
+        reason=record.reason.value,
+    )
 
 
 def log_late(records: Sequence[LateRecord]) -> None:
@@ -202,6 +221,7 @@ def _plan(
             result.more_due = True
         batch.rows[row.name] = row
         batch.deadline[row.name] = spec.deadline
+        batch.job_type[row.name] = spec.job_type
         batch.instants[row.name] = instants
         batch.advances.append(DeadlineAdvance(row.name, row.check_at, through, check_at))
     result.judged = sum(len(v) for v in batch.instants.values())

@@ -4,6 +4,7 @@ without URL paths or secrets, stored and removed by `apply`; and the scheduler's
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,41 @@ def _deliveries(engine: Engine) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         rows = conn.execute(select(jobs).where(jobs.c.job_type == DELIVERY_JOB_TYPE)).mappings()
         return [dict(r) for r in rows]
+
+
+def test_a_late_occurrence_is_notified_once_with_its_reason(engine: Engine) -> None:
+    """The deadline check enqueues one ``deadline_missed`` delivery per late record, in
+    the transaction that records it; a second check (or replica) records and sends none."""
+    target = NotificationTarget(
+        name="ops",
+        url="https://hooks.example.com/rota",
+        events=(NotificationEvent.DEADLINE_MISSED,),
+        secret_env="OPS",
+        schedules=("late",),
+    )
+    sf = ScheduleFile(
+        path="t.yaml",
+        job_types={JOB_TYPE.name: JOB_TYPE},
+        schedules={
+            "late": spec("late", deadline=timedelta(seconds=30)),
+            "other": spec("other", deadline=timedelta(seconds=30)),
+        },
+        notifications={"ops": target},
+    )
+    apply_schedule_file(engine, sf, now=T0)
+    service = SchedulerService(engine)
+    service.run_once(T0 + MIN)  # both jobs made, neither ever runs
+    made = service.check_deadlines(T0 + 2 * MIN)
+    assert sorted(r.schedule_name for r in made) == ["late", "other"]
+    assert service.check_deadlines(T0 + 2 * MIN) == []
+    (delivery,) = _deliveries(engine)  # "other" is filtered out by the target
+    body = delivery["args"]["body"]
+    (record,) = [r for r in made if r.schedule_name == "late"]
+    assert (body["event"], body["schedule"], body["reason"], body["job_type"]) == (
+        "deadline_missed",
+        "late",
+        "not_finished",
+        JOB_TYPE.name,
+    )
+    assert body["instant"].startswith((T0 + MIN).strftime("%Y-%m-%dT%H:%M:%S"))
+    assert body["job_id"] == str(record.job_id)
