@@ -48,9 +48,7 @@ def output_of(engine: Engine, job_id: uuid.UUID, n: int | None = None) -> Attemp
 
 def kept_rows(engine: Engine) -> int:
     with engine.connect() as conn:
-        return int(
-            conn.execute(select(func.count()).select_from(job_attempt_output)).scalar_one()
-        )
+        return int(conn.execute(select(func.count()).select_from(job_attempt_output)).scalar_one())
 
 
 def test_a_command_keeps_its_stdout_and_stderr(
