@@ -39,9 +39,8 @@ import logging
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -101,6 +100,8 @@ class OutputTail:
 
     def snapshot(self) -> Output | None:
         """The tail and how many bytes came before it; None if nothing was written."""
+        if not self._written:  # most attempts write nothing: no lock for them
+            return None
         with self._lock:
             if not self._written:
                 return None
@@ -120,14 +121,23 @@ def current() -> OutputTail | None:
     return _current.get()
 
 
-@contextmanager
-def capturing(tail: OutputTail) -> Iterator[None]:
-    """While inside, the records made in this context (and its tasks) go to ``tail``."""
-    token = _current.set(tail)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+class capturing:  # lower case: read as a function, in ``with capturing(tail):``
+    """While inside, the records made in this context (and its tasks) go to ``tail``
+    (None: to no attempt's output). A class, not ``@contextmanager``: it runs
+    once per job, and a generator costs three times as much."""
+
+    __slots__ = ("_tail", "_token")
+
+    def __init__(self, tail: OutputTail | None) -> None:
+        self._tail = tail
+        self._token: Token[OutputTail | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._tail)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
 
 
 def record_text(record: logging.LogRecord) -> str:
@@ -141,6 +151,8 @@ def record_text(record: logging.LogRecord) -> str:
     exc_info = record.exc_info
     if isinstance(exc_info, tuple) and exc_info[0] is not None:
         text += _FORMATTER.formatException(exc_info) + "\n"
+    elif record.exc_text:  # formatted elsewhere (an isolated handler's process)
+        text += record.exc_text + "\n"
     if record.stack_info:
         text += record.stack_info + "\n"
     return text

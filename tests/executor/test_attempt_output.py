@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, func, select
 
-from rota.core.config import JobTypeSpec
+from rota.core.config import Isolation, JobTypeSpec
 from rota.core.queries.attempt_output import AttemptOutput, attempt_output
 from rota.core.queries.jobs_outcome import Finish, Finished, LeaseLost, finish_if_lease_held
 from rota.core.queries.jobs_prune import PruneRule, prune_finished_batch
@@ -103,6 +103,22 @@ def test_a_handler_keeps_its_info_records_when_the_process_logs_them(
     assert [r.getMessage() for r in caplog.records if r.name == H].count(
         "own logger info again"
     ) == 1
+
+
+def test_an_isolated_handler_keeps_its_records_and_ctx_log_lines(
+    engine: Engine, start_executor: StartExecutor
+) -> None:
+    # The process logs at WARNING: the child sends its WARNINGs and ctx.log's INFOs.
+    spec = job_type("says", handler=f"{H}:says", isolation=Isolation.PROCESS)
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args={"word": "apart"})
+    start_executor()
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), timeout=30, what="SUCCEEDED")
+    text = output_of(engine, job_id).output
+    assert "INFO rota.handler: ctx says apart\n" in text
+    assert f"WARNING {H}: own logger warning apart\n" in text
+    assert "own logger info" not in text
+    assert "ERROR rota.handler: caught it\nTraceback" in text and "a handled problem" in text
 
 
 def test_handlers_running_at_once_keep_only_their_own_records(
