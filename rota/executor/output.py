@@ -197,6 +197,11 @@ class JobLog(logging.LoggerAdapter[logging.Logger]):
     def __init__(self) -> None:
         super().__init__(logging.getLogger(JOB_LOGGER))
 
+    def __call__(self, msg: object, *args: object, **kwargs: Any) -> None:
+        """``ctx.log("...")`` is ``ctx.log.info("...")``."""
+        kwargs["stacklevel"] = int(kwargs.get("stacklevel", 1)) + 1  # this frame too
+        self.log(logging.INFO, msg, *args, **kwargs)
+
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         if self.logger.isEnabledFor(level):
             # Made and kept by the record factory; the caller's line, not this one.

@@ -80,6 +80,7 @@ def test_a_handler_keeps_its_ctx_log_lines_and_log_records(
     wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
     text = output_of(engine, job_id).output
     assert re.search(r"^\S+Z INFO rota\.handler: ctx says hello$", text, re.M), text
+    assert re.search(r"^\S+Z INFO rota\.handler: ctx called with hello$", text, re.M), text
     assert re.search(rf"^\S+Z WARNING {H}: own logger warning hello$", text, re.M), text
     assert "own logger info" not in text
     assert "ERROR rota.handler: caught it\nTraceback" in text

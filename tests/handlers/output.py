@@ -16,6 +16,7 @@ ROUNDS = 30
 def says(ctx: Any) -> None:
     """ctx.log at INFO, the handler's own logger at INFO and WARNING, an exception."""
     ctx.log.info("ctx says %s", ctx.args["word"])
+    ctx.log("ctx called with %s", ctx.args["word"])
     log.info("own logger info %s", ctx.args["word"])
     log.warning("own logger warning %s", ctx.args["word"])
     try:
