@@ -67,6 +67,22 @@ def test_a_command_keeps_its_stdout_and_stderr(
     assert kept.dropped_bytes == 0 and kept.outcome == "SUCCEEDED"
 
 
+def test_the_output_is_what_the_handler_wrote_and_nothing_of_rotas(
+    engine: Engine, start_executor: StartExecutor, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Everything logged: rota's own records made in the job's context (the
+    # command_output line of each line read) exist, and are not the handler's words;
+    # neither is the job's args, which the command was given and did not print.
+    caplog.set_level(logging.DEBUG)
+    spec = JobTypeSpec(name="cmd", command=("sh", "-c", "echo done"))
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args={"api_token": "s3cr3t-t0ken"})
+    start_executor()
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    assert any(getattr(r, "event", None) == "command_output" for r in caplog.records)
+    assert output_of(engine, job_id).output == "done\n"
+
+
 def test_a_handler_keeps_its_ctx_log_lines_and_log_records(
     engine: Engine, start_executor: StartExecutor
 ) -> None:
