@@ -34,6 +34,9 @@ ERROR_CODE_MAX = 200  # jobs.last_error_code, job_attempts.error_code: String(20
 ERROR_DETAIL_MAX = 8000  # last_error_detail / error_detail are Text: bounded by choice
 PROGRESS_STAGE_MAX = 200  # jobs.progress_stage: String(200)
 RESULT_REF_MAX = 2000  # jobs.result_ref is Text: a reference, not the result itself
+# job_attempt_output.output is Text: the tail an attempt keeps of what its handler wrote,
+# at most this many bytes of UTF-8 (so at most this many characters).
+ATTEMPT_OUTPUT_MAX_BYTES = 64 * 1024
 
 # A ``command:`` gets its args as JSON in ``ROTA_ARGS``; Linux refuses (E2BIG) one
 # environment string ("ROTA_ARGS=...", with its NUL) longer than MAX_ARG_STRLEN.

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -235,6 +236,27 @@ job_attempts = Table(
     Index("ux_job_attempts_generation", "job_id", "lease_generation", unique=True),
     # Half of each page is left for closing its attempts in place (0011).
     postgresql_with={"fillfactor": 50},
+)
+
+# What one attempt's handler wrote (0016): the tail of a ``command:``'s stdout and
+# stderr, the log records of a Python handler. A row of its own, written with the
+# attempt's outcome and only when there was output: the attempt row keeps its
+# narrow width (it is rewritten in place when the attempt closes), and an attempt
+# that wrote nothing costs nothing here. Rows go with their attempt (CASCADE).
+job_attempt_output = Table(
+    "job_attempt_output",
+    metadata,
+    Column("job_id", Uuid(), primary_key=True),
+    Column("lease_generation", BigInteger, primary_key=True),
+    # At most ATTEMPT_OUTPUT_MAX_BYTES bytes of UTF-8 (rota.core.storable).
+    Column("output", Text, nullable=False),
+    # How many bytes were written before the tail kept here.
+    Column("dropped_bytes", BigInteger, nullable=False, server_default="0"),
+    ForeignKeyConstraint(
+        ["job_id", "lease_generation"],
+        ["job_attempts.job_id", "job_attempts.lease_generation"],
+        ondelete="CASCADE",
+    ),
 )
 
 job_types = Table(
@@ -464,6 +486,7 @@ operator_actions = Table(
 
 __all__ = [
     "db_now",
+    "job_attempt_output",
     "job_attempts",
     "job_types",
     "jobs",

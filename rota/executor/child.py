@@ -46,6 +46,7 @@ from rota.executor.context import JobContext
 from rota.executor.errors import AmbiguousError, JobCancelled, PermanentError
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.lease import HeldJob
+from rota.executor.output import JOB_LOGGER
 from rota.executor.processes import end_group_guard, fork_group_guard
 
 MAX_MESSAGE_BYTES = 1024 * 1024  # the parent refuses longer messages
@@ -180,6 +181,9 @@ def main(argv: list[str]) -> int:
     root = logging.getLogger()
     root.handlers[:] = [_ForwardLogs(channel)]
     root.setLevel(job.log_level)
+    # ctx.log's records from INFO up are kept in the attempt's output whatever the
+    # executor's level: send them all, the parent keeps what it does not log.
+    logging.getLogger(JOB_LOGGER).setLevel(min(job.log_level, logging.INFO))
     threading.Thread(target=_watch_parent, args=(conn, held), daemon=True).start()
     report = run(job, held)
     try:

@@ -8,7 +8,9 @@ is success; any other status is a retryable error with code ``EXIT_<status>``
 Its stdout and stderr are logged line by line (event ``command_output``, with
 the stream's name), each line tagged with the job's fields, never mixed raw
 into the executor's own output; a line longer than ``LINE_MAX_BYTES`` is
-logged in pieces, bytes that are not UTF-8 are replaced.
+logged in pieces, bytes that are not UTF-8 are replaced. Both streams also go,
+as they arrive, to the attempt's own output (``output``: the last 64 KiB are
+kept with its outcome).
 It dies with the executor (``processes.die_with_parent``).
 A cancellation request sends SIGTERM to the group (SIGKILL after a grace
 period) and is then acknowledged; a lost lease, a timeout or a release at
@@ -17,6 +19,7 @@ shutdown kills the whole group at once.
 
 from __future__ import annotations
 
+import codecs
 import contextvars
 import logging
 import os
@@ -32,6 +35,7 @@ from rota.core.storable import command_args_problem, rota_args_env
 from rota.executor.context import JobContext
 from rota.executor.errors import JobCancelled, PermanentError, RetryableError
 from rota.executor.lease import HeldJob
+from rota.executor.output import OutputTail
 from rota.executor.processes import die_with_parent, end_watch, kill_process_group, watch_group
 from rota.runtime.events import emit
 
@@ -49,9 +53,14 @@ log = logging.getLogger("rota.command")
 class _OutputLines:
     """Logs one pipe of the subprocess line by line, in the job's log context."""
 
-    def __init__(self, pipe: IO[bytes], stream: str, keep_tail: int = 0) -> None:
+    def __init__(
+        self, pipe: IO[bytes], stream: str, output: OutputTail | None, keep_tail: int = 0
+    ) -> None:
         self._pipe = pipe
         self._stream = stream
+        self._output = output
+        # Its own decoder per stream: a character split between two reads survives.
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._keep = keep_tail
         self._tail: deque[str] = deque()
         self._tail_len = 0
@@ -65,6 +74,8 @@ class _OutputLines:
     def _read(self) -> None:
         try:
             for raw in iter(lambda: self._pipe.readline(LINE_MAX_BYTES), b""):
+                if self._output is not None:
+                    self._output.write(self._decoder.decode(raw))
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 emit(log, "command_output", stream=self._stream, line=line)
                 if self._keep:
@@ -72,6 +83,8 @@ class _OutputLines:
         except (OSError, ValueError):  # the pipe was closed under us: nothing more to read
             pass
         finally:
+            if self._output is not None:
+                self._output.write(self._decoder.decode(b"", final=True))
             self._pipe.close()
 
     def _remember(self, line: str) -> None:
@@ -137,8 +150,8 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
     if watcher is not None:
         watcher.started()
     assert proc.stdout is not None and proc.stderr is not None
-    stdout = _OutputLines(proc.stdout, "stdout")
-    stderr = _OutputLines(proc.stderr, "stderr", keep_tail=_STDERR_TAIL)
+    stdout = _OutputLines(proc.stdout, "stdout", held.output)
+    stderr = _OutputLines(proc.stderr, "stderr", held.output, keep_tail=_STDERR_TAIL)
     try:
         held.proc = proc
         if held.stop is not None:  # stopped while starting: the stopper may have missed it

@@ -16,8 +16,10 @@ from rota.executor.errors import (
     PermanentError,
 )
 from rota.executor.lease import HeldJob, StopReason
+from rota.executor.output import JobLog
 
 BAD_ARGS = "BAD_ARGS"
+_JOB_LOG = JobLog()  # holds nothing of a job: the attempt's output is the context's
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,17 @@ class JobContext:
             covers=covers,
             _held=held,
         )
+
+    @property
+    def log(self) -> JobLog:
+        """A logger (``rota.handler``) for the handler's words.
+
+        Its records from INFO up are kept in this attempt's output (``rota job
+        ID --output``) whatever the executor's log level, and go to the
+        executor's log as any record does. Records of the handler's own
+        loggers are kept too, at the executor's log level.
+        """
+        return _JOB_LOG
 
     def idempotency_key(self, op: str) -> str:
         """A key for operation ``op`` of this job, the same in every attempt."""

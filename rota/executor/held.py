@@ -9,6 +9,9 @@ outcome at most is written per attempt:
 * ``lost``: the lease is gone; nothing more is written, the job leaves now;
 * ``timed_out``: past its execution timeout, written off as ambiguous.
 
+A written outcome carries what the attempt's handler wrote so far
+(``HeldJob.output``), so its output is kept under the same fence.
+
 Each transition logs its event (``executor.events``) and counts in the
 process's metrics and its log summary (``executor.summary``) once written.
 """
@@ -91,7 +94,7 @@ class HeldJobs:
     def finish(self, held: HeldJob, finish: Finish) -> None:
         """Write ``finish`` as the job's outcome, unless something settled it first."""
         if held.settle():
-            self.writer.submit(held, finish)
+            self.writer.submit(held, _with_output(held, finish))
 
     def release(self, held: HeldJob) -> None:
         """Hand the job back to the queue (QUEUED, the attempt refunded)."""
@@ -109,10 +112,20 @@ class HeldJobs:
         if held.settle():
             c = held.claimed
             events.timed_out(c)
-            self.writer.submit(held, outcomes.timed_out(c, held.spec, self._rng))
+            finish = outcomes.timed_out(c, held.spec, self._rng)
+            self.writer.submit(held, _with_output(held, finish))
 
     def _written(self, held: HeldJob, finish: Finish, state: JobState | None) -> None:
         self.forget(held)
         observe_written(self._metrics, held, finish, state)
         self.summary.written(state, finish.outcome is AttemptOutcome.RECONCILED)
         events.written(held.claimed, finish, state)
+
+
+def _with_output(held: HeldJob, finish: Finish) -> Finish:
+    """``finish`` carrying what the attempt's handler wrote, if it wrote anything."""
+    tail = held.output
+    kept = None if tail is None else tail.snapshot()
+    if kept is None:
+        return finish
+    return finish._replace(output=kept.text, output_dropped=kept.dropped_bytes)

@@ -38,6 +38,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from rota.core.storable import storable_text
+from rota.executor import output
 from rota.executor.child import MAX_MESSAGE_BYTES, ChildJob
 from rota.executor.context import JobContext
 from rota.executor.errors import (
@@ -48,6 +49,7 @@ from rota.executor.errors import (
     RetryableError,
 )
 from rota.executor.lease import HeldJob
+from rota.executor.output import JOB_LOGGER
 from rota.executor.processes import die_with_parent, kill_process_group
 
 CANCEL_GRACE_SECONDS = 2.0
@@ -157,15 +159,21 @@ def _relay(message: dict[str, Any], ctx: JobContext) -> None:
         level = message.get("level")
         level = level if isinstance(level, int) else logging.WARNING
         logger = logging.getLogger(storable_text(str(message.get("name") or "handler"), 200))
-        if not logger.isEnabledFor(level):
+        logged = logger.isEnabledFor(level)
+        if not logged and not (logger.name == JOB_LOGGER and level >= logging.INFO):
             return
-        record = logger.makeRecord(
-            logger.name, level, "(isolated handler)", 0, str(message.get("msg", "")), (), None
-        )
+        tail = output.current()
+        with output.capturing(None):  # kept below, once its traceback is on it
+            record = logger.makeRecord(
+                logger.name, level, "(isolated handler)", 0, str(message.get("msg", "")), (), None
+            )
         exc = message.get("exc")
         if isinstance(exc, str):
             record.exc_text = exc
-        logger.handle(record)
+        if tail is not None:  # ctx.log's from INFO up, even when it is not logged
+            tail.write_record(record)
+        if logged:
+            logger.handle(record)
 
 
 def _exited(pid: int) -> bool:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from rota.core.config import JobTypeSpec
 from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.queries.jobs_lease import Renewal
+from rota.executor.output import OutputTail
 from rota.executor.processes import kill_process_group
 
 # A lease is treated as lost locally once this share of it has passed since the
@@ -44,6 +45,7 @@ class HeldJob:
     stop: StopReason | None = None
     proc: subprocess.Popen[bytes] | None = None
     load_error: str | None = None  # why ``spec`` could not be loaded (None: it is not stored)
+    output: OutputTail | None = None  # what its handler writes, from when a slot runs it
     _settled: bool = False
     _progress: tuple[str | None, int | None, int | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)

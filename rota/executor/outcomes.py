@@ -248,7 +248,7 @@ def crashed(c: ClaimedJob, exc: BaseException) -> Finish:
 def unstorable(finish: Finish, refusal: BaseException) -> Finish:
     """The outcome to write when the database refused ``finish`` for what it held.
 
-    Same state and attempt outcome, none of the handler's values: our own code,
+    Same state and attempt outcome, none of the handler's values (nor its output): our own code,
     and a detail saying what was refused and why. It is fenced like any other.
     """
     detail = (
@@ -260,6 +260,8 @@ def unstorable(finish: Finish, refusal: BaseException) -> Finish:
         error_code=OUTCOME_UNSTORABLE,
         error_detail=storable_text(detail, ERROR_DETAIL_MAX),
         result_ref=None,
+        output=None,
+        output_dropped=0,
     )
 
 

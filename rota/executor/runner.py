@@ -3,7 +3,8 @@
 The result is a ``Finish`` to write, or ``None`` when there is nothing to
 report (the lease was lost, the job timed out or was released meanwhile).
 Everything logged meanwhile in this context (the handler's own log lines, a
-command's output) carries the job's id, type, attempt and schedule.
+command's output) carries the job's id, type, attempt and schedule, and what
+the handler writes is kept in the attempt's own output (``output``).
 
 ``run_held_job`` never raises: whatever fails, the handler or anything around
 it (building the context, a job type that could not be loaded, our own code),
@@ -32,6 +33,7 @@ from rota.executor.errors import (
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.isolation import run_isolated
 from rota.executor.lease import HeldJob
+from rota.executor.output import OutputTail, capturing
 from rota.runtime.logcontext import job_log_context
 
 JOB_TYPE_UNAVAILABLE = "JOB_TYPE_UNAVAILABLE"
@@ -41,7 +43,8 @@ def run_held_job(
     held: HeldJob, registry: HandlerRegistry, rng: random.Random, aio: EventLoopThread
 ) -> Finish | None:
     c = held.claimed
-    with job_log_context(c.job_id, c.job_type, c.attempt, c.schedule_name):
+    held.output = tail = OutputTail()
+    with job_log_context(c.job_id, c.job_type, c.attempt, c.schedule_name), capturing(tail):
         return _run(held, registry, rng, aio)
 
 

@@ -37,6 +37,7 @@ from sqlalchemy import Engine
 from rota.core.metric_deltas import DEFAULT_FLUSH_SECONDS, MetricsRecorder
 from rota.core.queries.jobs_lease import Swept
 from rota.core.states import WorkerKind
+from rota.executor import output
 from rota.executor.claim import ScanStarts
 from rota.executor.claim_loop import DEFAULT_POLL_INTERVAL, DEFAULT_SWEEP_INTERVAL, ClaimLoop
 from rota.executor.claimer import MAX_CLAIM_BATCH
@@ -186,6 +187,7 @@ class Executor:
         if self._started:
             return
         self._started = True
+        output.install()  # handlers' log records go to their attempt's output too
         try:
             self.reload_job_types()
         except Exception as exc:  # the claim loop reads them again (they are stale)

@@ -58,7 +58,9 @@ STATEMENTS: dict[str, Callable[[], str]] = {
     "finish.postgresql": lambda: _render(jobs_outcome._pg_finish()),
     "finish_successes.postgresql": lambda: _render(jobs_outcome._pg_succeed()),
     "finish.sqlite": lambda: _render(
-        jobs_outcome._sqlite_finish(), jobs_outcome._SQLITE_CLOSE_ATTEMPTS
+        jobs_outcome._sqlite_finish(),
+        jobs_outcome._SQLITE_CLOSE_ATTEMPTS,
+        jobs_outcome._SQLITE_KEEP_OUTPUT,
     ),
     "renew.postgresql": lambda: _render(jobs_lease._pg_renew()),
     "renew.sqlite": lambda: _render(jobs_lease._sqlite_renew()),

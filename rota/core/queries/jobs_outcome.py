@@ -20,7 +20,10 @@ Rules applied per row, in SQL, against the row as it is now:
   stand, since the work did finish or did fail;
 * CANCELLED is written only for a job in CANCEL_REQUESTED: a worker cannot
   cancel a job nobody asked to cancel;
-* ``refund`` gives the attempt back (graceful release costs no attempt).
+* ``refund`` gives the attempt back (graceful release costs no attempt);
+* the attempt's ``output`` (the tail of what its handler wrote), when it has
+  one, becomes its ``job_attempt_output`` row, in the same statement
+  (PostgreSQL) or transaction (SQLite), for the rows the fence let through only.
 
 Every text value is made storable before it is bound (``core.storable``:
 cut to its column with a marker, NUL and lone surrogates replaced), so a
@@ -51,7 +54,13 @@ from rota.core.queries.sqlparams import (
     sqlite_now_plus,
 )
 from rota.core.states import TERMINAL_SQL, AttemptOutcome, JobState, sql_in
-from rota.core.storable import ERROR_CODE_MAX, ERROR_DETAIL_MAX, RESULT_REF_MAX, storable_text
+from rota.core.storable import (
+    ATTEMPT_OUTPUT_MAX_BYTES,
+    ERROR_CODE_MAX,
+    ERROR_DETAIL_MAX,
+    RESULT_REF_MAX,
+    storable_text,
+)
 
 # Where a worker hands a job back to the queue (a retry, a release): a job whose
 # cancellation was requested meanwhile goes to CANCELLED instead.
@@ -76,6 +85,8 @@ class Finish(NamedTuple):  # a named tuple: one per job, at a fifth of a frozen 
     refund: bool = False
     needs_reconcile: bool | None = None
     result_ref: str | None = None  # where a successful job's result lives (None keeps it)
+    output: str | None = None  # the tail of what the attempt's handler wrote (None: nothing)
+    output_dropped: int = 0  # bytes written before that tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,15 +145,17 @@ def _pg_finish() -> TextClause:
                 CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]),
                 CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
                 CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
-                CAST(:reconciles AS boolean[]), CAST(:results AS text[])
+                CAST(:reconciles AS boolean[]), CAST(:results AS text[]),
+                CAST(:outputs AS text[]), CAST(:dropped AS bigint[])
             ) AS b(job_id, gen, target, outcome, code, detail, delay, refund, reconcile,
-                   result_ref)
+                   result_ref, output, dropped)
         ),
         done AS (
             UPDATE jobs AS j SET {_set_clause("j", PG_NOW, pg_now_plus("b.delay"))}
             FROM b
             WHERE {_fence("j", pg=True)}
-            RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail
+            RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail,
+                      b.output, b.dropped
         ),
         closed AS (
             -- The batch row comes back with its job: joining done to b again was
@@ -155,6 +168,11 @@ def _pg_finish() -> TextClause:
                 error_detail = done.detail
             FROM done
             WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
+        ),
+        kept AS (
+            INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+            SELECT job_id, lease_generation, output, dropped FROM done
+            WHERE output IS NOT NULL
         )
         SELECT job_id, lease_generation, state FROM done
     """)
@@ -200,6 +218,7 @@ def _plain_success(f: Finish) -> bool:
         and not f.refund
         and f.needs_reconcile is False
         and f.result_ref is None
+        and f.output is None
     )
 
 
@@ -234,6 +253,14 @@ _SQLITE_CLOSE_ATTEMPTS = text(f"""
     FROM json_each(:batch) AS b
     WHERE job_attempts.job_id = json_extract(b.value, '$.id')
       AND job_attempts.lease_generation = json_extract(b.value, '$.gen')
+""")
+
+# Only for outcomes the fence let through: the batch holds those, with their output.
+_SQLITE_KEEP_OUTPUT = text("""
+    INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+    SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
+           json_extract(value, '$.output'), json_extract(value, '$.dropped')
+    FROM json_each(:batch)
 """)
 
 
@@ -307,16 +334,25 @@ def release_if_lease_held(
 
 def _storable(f: Finish) -> Finish:
     """``f`` with every text value storable (``f`` itself when it already is)."""
-    code, detail, result = f.error_code, f.error_detail, f.result_ref
+    code, detail, result, output = f.error_code, f.error_detail, f.result_ref, f.output
     if code is not None:
         code = storable_text(code, ERROR_CODE_MAX)
     if detail is not None:
         detail = storable_text(detail, ERROR_DETAIL_MAX, keep="middle")
     if result is not None:
         result = storable_text(result, RESULT_REF_MAX)
-    if code is f.error_code and detail is f.error_detail and result is f.result_ref:
+    if output is not None:
+        # Characters, and the executor keeps at most this many bytes: only a cut
+        # of its own making is ever longer.
+        output = storable_text(output, ATTEMPT_OUTPUT_MAX_BYTES, keep="tail")
+    if (
+        code is f.error_code
+        and detail is f.error_detail
+        and result is f.result_ref
+        and output is f.output
+    ):
         return f
-    return f._replace(error_code=code, error_detail=detail, result_ref=result)
+    return f._replace(error_code=code, error_detail=detail, result_ref=result, output=output)
 
 
 def _finish(
@@ -353,6 +389,8 @@ def _finish(
                 "refunds": [1 if f.refund else 0 for f in finishes],
                 "reconciles": [f.needs_reconcile for f in finishes],
                 "results": [f.result_ref for f in finishes],
+                "outputs": [f.output for f in finishes],
+                "dropped": [f.output_dropped for f in finishes],
             },
         ).all()
         return _written(rows)
@@ -377,6 +415,7 @@ def _finish(
         return {}
     by_lease = {(f.job_id.hex, f.generation): f for f in finishes}
     closed = []
+    kept = []
     for r in rows:
         f = by_lease[(r[0], int(r[1]))]
         outcome = AttemptOutcome.CANCELLED if r[2] == JobState.CANCELLED else f.outcome
@@ -389,7 +428,13 @@ def _finish(
                 "detail": f.error_detail,
             }
         )
+        if f.output is not None:
+            kept.append(
+                {"id": r[0], "gen": int(r[1]), "output": f.output, "dropped": f.output_dropped}
+            )
     conn.execute(_SQLITE_CLOSE_ATTEMPTS, {"now": params["now"], "batch": sqlite_batch(closed)})
+    if kept:
+        conn.execute(_SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})
     return _written(rows)
 
 

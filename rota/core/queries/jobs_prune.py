@@ -2,8 +2,8 @@
 
 ``prune_finished_batch`` deletes up to ``limit`` jobs of one job type that
 have been in one terminal state (SUCCEEDED, FAILED, CANCELLED) for longer
-than a given age, with their ``job_attempts`` rows, in the caller's
-transaction. Rules applied, in SQL:
+than a given age, with their ``job_attempts`` rows and those attempts'
+output (``job_attempt_output``), in the caller's transaction. Rules applied, in SQL:
 
 * only finished rows are looked at, through ``ix_jobs_finished`` (state,
   job_type, finished_at; finished rows only), so a batch costs the rows it
@@ -55,7 +55,7 @@ from sqlalchemy import (
 from rota.core.queries.sqlparams import is_pg
 from rota.core.sqltime import UTCDateTime, now_or_db
 from rota.core.states import TERMINAL, TERMINAL_SQL
-from rota.core.tables import job_attempts, jobs, schedule_skips, schedules
+from rota.core.tables import job_attempt_output, job_attempts, jobs, schedule_skips, schedules
 from rota.core.timefmt import MANUAL_KEY_MARK, occurrence_key
 
 PRUNE_BATCH = 1000
@@ -162,6 +162,8 @@ def prune_finished_batch(
     raise_pruned_through(conn, marks)  # first: see the module docstring
     ids = [r[0] for r in rows]
     finished = select(jobs.c.job_id).where(jobs.c.job_id.in_(ids), _FINISHED)
+    # The foreign keys would cascade; said here, the three deletes read as one.
+    conn.execute(delete(job_attempt_output).where(job_attempt_output.c.job_id.in_(finished)))
     attempts = conn.execute(delete(job_attempts).where(job_attempts.c.job_id.in_(finished)))
     gone = conn.execute(delete(jobs).where(jobs.c.job_id.in_(ids), _FINISHED))
     return Pruned(int(gone.rowcount), int(attempts.rowcount), marks)

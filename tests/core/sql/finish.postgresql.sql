@@ -4,9 +4,10 @@ WITH b AS MATERIALIZED (
         CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]),
         CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
         CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
-        CAST(:reconciles AS boolean[]), CAST(:results AS text[])
+        CAST(:reconciles AS boolean[]), CAST(:results AS text[]),
+        CAST(:outputs AS text[]), CAST(:dropped AS bigint[])
     ) AS b(job_id, gen, target, outcome, code, detail, delay, refund, reconcile,
-           result_ref)
+           result_ref, output, dropped)
 ),
 done AS (
     UPDATE jobs AS j SET
@@ -27,7 +28,8 @@ done AS (
   AND j.lease_generation = b.gen
   AND j.lease_owner = b.owner
   AND (j.state IN ('RUNNING', 'CANCEL_REQUESTED')) = b.leased AND (b.target <> 'CANCELLED' OR j.state = 'CANCEL_REQUESTED')
-    RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail
+    RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail,
+              b.output, b.dropped
 ),
 closed AS (
     -- The batch row comes back with its job: joining done to b again was
@@ -40,5 +42,10 @@ closed AS (
         error_detail = done.detail
     FROM done
     WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
+),
+kept AS (
+    INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+    SELECT job_id, lease_generation, output, dropped FROM done
+    WHERE output IS NOT NULL
 )
 SELECT job_id, lease_generation, state FROM done;

@@ -39,3 +39,8 @@ SET ended_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')),
 FROM json_each(:batch) AS b
 WHERE job_attempts.job_id = json_extract(b.value, '$.id')
   AND job_attempts.lease_generation = json_extract(b.value, '$.gen');
+
+INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
+       json_extract(value, '$.output'), json_extract(value, '$.dropped')
+FROM json_each(:batch);

@@ -1,0 +1,63 @@
+"""`rota job ID --output [--attempt N] [--json]` through the real entry point, both backends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import Engine
+
+from rota.cli.main import main
+from rota.core.config import JobTypeSpec
+from tests.support.executor_support import (
+    StartExecutor,
+    add_jobs,
+    state_is,
+    store_types,
+    wait_for,
+)
+
+
+def rota(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_output_is_printed_as_kept_and_says_what_was_dropped(
+    engine: Engine,
+    db_url: str,
+    start_executor: StartExecutor,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    quiet = JobTypeSpec(name="quiet", command=("true",))
+    loud = JobTypeSpec(name="loud", command=("sh", "-c", "seq 1 40000"))
+    store_types(engine, quiet, loud)
+    (quiet_id,) = add_jobs(engine, quiet)
+    (loud_id,) = add_jobs(engine, loud)
+    start_executor()
+    for job_id in (quiet_id, loud_id):
+        wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+
+    code, out, err = rota(capsys, "job", str(quiet_id), "--output", "--db", db_url)
+    assert (code, out, err) == (0, "", "")  # ran, wrote nothing
+
+    code, out, err = rota(capsys, "job", str(loud_id), "--output", "--db", db_url)
+    assert code == 0 and out.endswith("39999\n40000\n") and len(out.encode()) == 65536
+    assert "earlier bytes not kept" in err
+
+    code, out, _ = rota(capsys, "job", str(loud_id), "--output", "--json", "--db", db_url)
+    data = json.loads(out)
+    assert data["attempt"] == 1 and data["outcome"] == "SUCCEEDED"
+    assert data["output"].endswith("40000\n") and data["dropped_bytes"] > 100_000
+
+
+def test_a_job_without_attempts_has_no_output(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = JobTypeSpec(name="quiet", command=("true",))
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec)
+    code, out, err = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
+    assert code == 2 and out == ""
+    assert f"job {job_id} has no attempts yet" in err

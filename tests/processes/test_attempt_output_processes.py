@@ -1,0 +1,107 @@
+"""An attempt's output end to end with real processes, on both backends: ``rota apply``,
+``rota enqueue``, ``rota executor`` (its default log level), ``rota serve`` read by a
+viewer, and ``rota job ID --output [--attempt N]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import Engine
+
+from tests.api.surface import rota_serve
+from tests.support.api_support import rota_cmd
+from tests.support.executor_support import (
+    REPO_ROOT,
+    Executors,
+    state_is,
+    subprocess_env,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+SCHEDULES = """
+job_types:
+  nightly.cleanup:
+    command: ["sh", "-c", "echo cleaning; echo 'a warning' >&2"]
+  report.generate:
+    handler: tests.handlers.output:says
+  flaky:
+    handler: tests.handlers.output:fails_first
+    backoff: {base: 10ms, max: 20ms}
+"""
+VIEWER_TOKEN = "viewer-secret-1"
+
+
+def rota(db_url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        rota_cmd(*args),
+        env=subprocess_env(db_url),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def enqueue(db_url: str, cwd: Path, *args: str) -> uuid.UUID:
+    done = rota(db_url, cwd, "enqueue", *args)
+    assert done.returncode == 0, done.stderr
+    return uuid.UUID(done.stdout.strip().split()[-1])
+
+
+def test_output_comes_back_from_the_endpoint_and_the_command(
+    db_url: str, engine: Engine, executors: Executors, tmp_path: Path
+) -> None:
+    config = tmp_path / "schedules.yaml"
+    config.write_text(SCHEDULES)
+    applied = rota(db_url, tmp_path, "apply", str(config))
+    assert applied.returncode == 0, applied.stderr
+    command = enqueue(db_url, tmp_path, "nightly.cleanup")
+    says = enqueue(db_url, tmp_path, "report.generate", "--args", '{"word": "hello"}')
+    flaky = enqueue(db_url, tmp_path, "flaky")
+    executors.start("--poll-interval", "0.1", ready=True)  # ready: logs at INFO, the default
+    for job_id in (command, says, flaky):
+        wait_for(state_is(engine, job_id, "SUCCEEDED"), timeout=60, what=f"{job_id} SUCCEEDED")
+
+    digest = hashlib.sha256(VIEWER_TOKEN.encode()).hexdigest()
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(f"tokens:\n  - name: vera\n    role: viewer\n    sha256: {digest}\n")
+    with rota_serve(db_url, tmp_path, env={"ROTA_API_TOKENS_FILE": str(tokens)}) as served:
+        viewer = {"Authorization": f"Bearer {VIEWER_TOKEN}"}
+        r = httpx.get(f"{served.base}/jobs/{command}/attempts/1/output", headers=viewer)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"] == "text/plain; charset=utf-8"
+        assert "cleaning\n" in r.text and "a warning\n" in r.text
+        r = httpx.get(f"{served.base}/jobs/{says}/attempts/1/output", headers=viewer)
+        assert r.status_code == 200, r.text
+        assert "INFO rota.handler: ctx says hello\n" in r.text
+        # The executor logs at INFO by default: the handler's own INFO records too.
+        assert "INFO tests.handlers.output: own logger info hello\n" in r.text
+        r = httpx.get(f"{served.base}/jobs/{says}/attempts/1/output")
+        assert r.status_code == 401  # no token, no output
+
+    shown = rota(db_url, REPO_ROOT, "job", str(command), "--output")
+    assert shown.returncode == 0, shown.stderr
+    assert "cleaning\n" in shown.stdout and "a warning\n" in shown.stdout
+    shown = rota(db_url, REPO_ROOT, "job", str(flaky)[:8], "--output", "--attempt", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "attempt 1 speaking" in shown.stdout and "attempt 2" not in shown.stdout
+    latest = rota(db_url, REPO_ROOT, "job", str(flaky), "--output")
+    assert "attempt 2 speaking" in latest.stdout
+
+    for args, message in (
+        (["--output", "--attempt", "3"], "has no attempt 3"),
+        (["--output", "--attempt", "0"], "is not an attempt number"),
+        (["--output", "--attempt", "x\x01"], "is not an attempt number"),
+        (["--attempt", "1"], "--attempt goes with --output"),
+    ):
+        refused = rota(db_url, REPO_ROOT, "job", str(flaky), *args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert message in refused.stderr and "Traceback" not in refused.stderr
