@@ -217,5 +217,14 @@ def test_the_dashboard_hides_the_buttons_a_viewer_cannot_use(
         expect(page.locator("#job h2")).to_contain_text(str(queued))
         cancel = page.locator("#job").get_by_role("button", name="cancel")
         expect(cancel).to_have_count(1 if can_act else 0)
+        # The jobs view's bulk actions, and a schedule's page, are an operator's too.
+        page.goto(f"{served.base}/#/jobs?state=FAILED")
+        expect(page.locator("#jobs")).to_contain_text(str(failed))
+        expect(page.locator("#bulk")).to_have_count(1 if can_act else 0)
+        page.goto(f"{served.base}/#/schedules/nightly")
+        expect(page.locator("#schedule h2")).to_have_text("Schedule nightly")
+        expect(page.locator("#schedule button")).to_have_count(3 if can_act else 0)
+        if not can_act:
+            expect(page.locator("main button")).to_have_count(0)
         context.close()
         assert errors == [], errors
