@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, Route, expect, sync_playwright
 from sqlalchemy import Connection, Engine
 
 from rota.api.failed_counts import FailedCounts
@@ -319,17 +318,28 @@ def test_bulk_replay_shows_the_count_asks_for_a_reason_and_acts_once(
     finish_claimed(engine, 1, JobState.FAILED, "BOOM", "boom")
     waiting = add_jobs(engine, job_type("t"), 2)
     asked: list[str] = []
+
+    def answer(reply: str | None) -> Callable[[Dialog], None]:
+        def on_dialog(dialog: Dialog) -> None:
+            asked.append(dialog.message)
+            if reply is None:
+                dialog.dismiss()
+            else:
+                dialog.accept(reply)
+
+        return on_dialog
+
     with running_api(engine) as base:
         page.goto(base + "/#/jobs?state=FAILED&job_type=t")
         expect(page.locator("#jobs tbody tr")).to_have_count(3)
         # Cancel is not offered for FAILED jobs; dismissing the question sends nothing.
         expect(page.locator("#bulk").get_by_role("button", name="cancel all…")).to_have_count(0)
-        page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+        page.once("dialog", answer(None))
         page.get_by_role("button", name="replay all…").click()
         expect(page.locator("#notice")).to_contain_text("replay 3 jobs not sent")
         assert set(states(engine, doomed).values()) == {"FAILED"}
 
-        page.once("dialog", lambda d: (asked.append(d.message), d.accept("fixed <b>it</b>")))
+        page.once("dialog", answer("fixed <b>it</b>"))
         page.get_by_role("button", name="replay all…").click()
         expect(page.locator("#notice")).to_contain_text("replay done: 3 job(s) (3 now QUEUED)")
         assert asked[-1].startswith("Replay 3 jobs matching state=FAILED, job_type=t?")
@@ -346,7 +356,7 @@ def test_bulk_replay_shows_the_count_asks_for_a_reason_and_acts_once(
         page.goto(base + "/#/jobs?job_type=t&state=QUEUED")
         expect(page.locator("#jobs tbody tr")).to_have_count(5)
         expect(page.locator("#bulk").get_by_role("button", name="replay all…")).to_have_count(0)
-        page.once("dialog", lambda d: (asked.append(d.message), d.accept("")))
+        page.once("dialog", answer(""))
         page.get_by_role("button", name="cancel all…").click()
         expect(page.locator("#notice")).to_contain_text("cancel done: 5 job(s) (5 now CANCELLED)")
         assert asked[-1].startswith("Cancel 5 jobs matching state=QUEUED, job_type=t?")
@@ -400,7 +410,7 @@ def test_a_job_page_shows_an_attempts_output_as_text(engine: Engine, page: Page)
     finish_claimed(engine, 1, JobState.SUCCEEDED, None, "")
     output = "line one\n<script>window.__xss = 4</script>\n"
 
-    def answer(route: Any) -> None:
+    def answer(route: Route) -> None:
         if route.request.url.endswith(f"/jobs/{job}/attempts/1/output"):
             route.fulfill(status=200, content_type="text/plain; charset=utf-8", body=output)
         else:
