@@ -483,6 +483,9 @@
   }
   async function jobsView(params) {
     const filters = filtersOf(params);
+    // A search reads jobs until a page of matches is found, the whole history for a text no
+    // job holds: it runs when asked (the filter button, a reload), not every few seconds.
+    redraw = !filters.get("q");
     const query = new URLSearchParams(filters);
     query.set("limit", String(PAGE));
     const cursor = params.get("cursor");
@@ -733,9 +736,11 @@
   // Refreshes can overlap (the timer, a new address, an action): only the newest one started
   // may draw, or a slow answer for the page left behind would replace the one asked for.
   let drawing = 0;
+  let redraw = true; // false: the view is drawn once, when asked
   async function refresh() {
     clearTimeout(timer);
     const mine = ++drawing;
+    redraw = true;
     if (needToken) {
       statusLine.textContent = "waiting for the API token";
       return;
@@ -746,13 +751,14 @@
       if (mine !== drawing) return;
       view.replaceChildren(...nodes);
       statusLine.className = "";
-      statusLine.textContent = "updated " + new Date().toLocaleTimeString() + " · every " + REFRESH_MS / 1000 + " s";
+      statusLine.textContent = "updated " + new Date().toLocaleTimeString()
+        + (redraw ? " · every " + REFRESH_MS / 1000 + " s" : " · a search runs when asked");
     } catch (err) {
       if (mine !== drawing) return;
       statusLine.className = "error";
       statusLine.textContent = "not updated: " + err.message;
     }
-    timer = setTimeout(refresh, REFRESH_MS);
+    if (redraw) timer = setTimeout(refresh, REFRESH_MS);
   }
   window.addEventListener("hashchange", () => { say(""); refresh(); });
   refresh();
