@@ -245,9 +245,17 @@ def search_text(q: str | None) -> str | None:
             f"q: at most {SEARCH_MAX_CHARS} characters, got {len(q):,}",
             type=INVALID_REQUEST,
         )
-    if not q.isprintable():  # NUL, control characters, lone surrogates: nothing holds them
-        raise Problem(422, "Invalid request", "q: only printable characters", type=INVALID_REQUEST)
-    return q.strip()
+    return _printable("q", q).strip()
+
+
+def _printable(field: str, value: str) -> str:
+    # NUL, control characters, lone surrogates: no stored name or text holds them, and
+    # PostgreSQL refuses a NUL in any text parameter.
+    if not value.isprintable():
+        raise Problem(
+            422, "Invalid request", f"{field}: only printable characters", type=INVALID_REQUEST
+        )
+    return value
 
 
 def job_filter(
@@ -262,8 +270,8 @@ def job_filter(
     """The filter the query parameters (or a bulk body's fields) describe, checked."""
     return JobFilter(
         states=_states(state),
-        job_types=(job_type,) if job_type else (),
-        schedules=(schedule,) if schedule else (),
+        job_types=(_printable("job_type", job_type),) if job_type else (),
+        schedules=(_printable("schedule", schedule),) if schedule else (),
         created_since=since_param(since, database_now(conn)),
         text=search_text(q),
     )

@@ -109,6 +109,18 @@ def test_a_hostile_q_is_a_clear_4xx(api: httpx.Client, q: str) -> None:
     assert body.status_code in (413, 422), body.text  # 413: larger than a bulk body can be
 
 
+@pytest.mark.parametrize("field", ["job_type", "schedule"])
+def test_a_nul_in_a_name_filter_is_a_clear_4xx(api: httpx.Client, field: str) -> None:
+    # PostgreSQL refuses a NUL in any text parameter: it was a 500 there.
+    for r in (
+        api.get("/jobs", params={field: "t\x00"}),
+        api.post("/jobs/cancel", json={field: "t\x00"}),
+        api.post("/jobs/replay", json={field: "\x00", "dry_run": True}),
+    ):
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"] == f"{field}: only printable characters"
+
+
 def test_bulk_replay_counts_then_replays_the_filtered_set_with_one_audit_row_each(
     api: httpx.Client, engine: Engine
 ) -> None:
