@@ -7,9 +7,10 @@
 Runs, in this process, a scheduler, an executor and the API on a fresh SQLite
 database; submits jobs through the API for ``--seconds`` (some fail, some
 retry, one is cancelled while it runs), then opens the dashboard in headless
-Chromium (Debian's ``chromium``, driven by Playwright) and saves a full-page
-screenshot. Nothing in the picture is made up: every number is what rota
-measured during the run.
+Chromium (Debian's ``chromium``, driven by Playwright) and saves a screenshot
+of the overview, and one of the jobs view (``dashboard-jobs.png`` beside it).
+Nothing in the pictures is made up: every number is what rota measured during
+the run.
 """
 
 from __future__ import annotations
@@ -160,6 +161,12 @@ def shoot(base: str, out: str) -> None:
         page.wait_for_selector("#queues h2")
         page.wait_for_timeout(1000)
         page.screenshot(path=out, full_page=False)
+        # The jobs view as a link shares it: the failed jobs of one type, searched by error.
+        page.set_viewport_size({"width": 1400, "height": 900})
+        page.goto(base + "/#/jobs?state=FAILED&job_type=invoice.send&q=declined")
+        page.wait_for_selector("#jobs h2")
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(Path(out).with_name("dashboard-jobs.png")), full_page=False)
         browser.close()
 
 

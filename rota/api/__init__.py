@@ -18,10 +18,10 @@ Host, other origins, the token, the role, the security headers), ``identities``
 (named tokens with roles, the tokens file), ``access`` (the role each method and
 path needs), ``browser`` (the Host names answered, the refusal of changes from
 other origins, the headers every answer carries), ``problems`` (RFC 9457
-errors), ``jobs``, ``schedules``, ``outputs`` and ``audit`` (the routes),
-``resources`` (what a job and a schedule look like as JSON), ``exposition``
-(``GET /metrics``), ``dashboard`` (``GET /`` and its data), ``server`` (binding
-and running uvicorn).
+errors), ``jobs``, ``bulk`` (their bulk forms), ``schedules``, ``late``,
+``outputs`` and ``audit`` (the routes), ``resources`` (what a job and a schedule
+look like as JSON), ``exposition`` (``GET /metrics``), ``dashboard`` (``GET /``
+and its data), ``server`` (binding and running uvicorn).
 
 May import: ``rota.operations`` and every layer below it; never ``rota.cli``.
 """

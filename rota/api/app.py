@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
 
 from rota import __version__
-from rota.api import audit, dashboard, jobs, late, outputs, schedules
+from rota.api import audit, bulk, dashboard, jobs, late, outputs, schedules
 from rota.api.auth import AccessGate, whoami
 from rota.api.browser import HostPolicy
 from rota.api.exposition import exposition
@@ -59,6 +59,7 @@ def create_app(
     install(api, engine)
     api.include_router(jobs.router)
     api.include_router(outputs.router)
+    api.include_router(bulk.router)
     api.include_router(schedules.router)
     api.include_router(audit.router)
     api.include_router(late.router)

@@ -43,6 +43,7 @@ from rota.core.queries.job_types import load_job_types
 from rota.core.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
 from rota.core.queries.jobs_read import database_now, recent_failed
 from rota.core.queries.metric_tables import read_minutes, read_totals
+from rota.core.queries.operator_actions import latest_schedule_actions
 from rota.core.queries.schedule_skips import totals_by_reason
 from rota.core.queries.schedules import list_schedules
 from rota.core.queries.workers import list_workers
@@ -141,6 +142,13 @@ def _counter_window(rows: Iterable[Mapping[Any, Any]], metric: str) -> dict[str,
     return dict(out)
 
 
+def _paused_by(row: Mapping[Any, Any], action: Mapping[Any, Any] | None) -> dict[str, Any] | None:
+    """Who paused a paused schedule, when and why: its newest pause (or resume) action."""
+    if not row["paused"] or action is None or action["action"] != "pause":
+        return None
+    return {"actor": action["actor"], "reason": action["reason"], "at": instant(action["at"])}
+
+
 def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, Any]:
     now = database_now(conn)
     types = load_job_types(conn)
@@ -153,6 +161,7 @@ def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, A
     schedules = list_schedules(conn)
     skips = totals_by_reason(conn)
     lates = last_late(conn)
+    state_actions = latest_schedule_actions(conn)
     failed = recent_failed(conn, FAILED_SHOWN)
     workers = [w.to_json() for w in list_workers(conn, now=now)]
 
@@ -198,7 +207,14 @@ def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, A
             for name, n in sorted(expired_total.items())
         },
         "schedules": [
-            with_last_late(schedule_resource(r, skips.get(r["name"], {})), lates) for r in schedules
+            with_last_late(
+                {
+                    **schedule_resource(r, skips.get(r["name"], {})),
+                    "paused_by": _paused_by(r, state_actions.get(r["name"])),
+                },
+                lates,
+            )
+            for r in schedules
         ],
         "failed": [job_resource(j, now, args=False) for j in failed],
         "workers": workers,

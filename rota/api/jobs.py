@@ -37,7 +37,7 @@ from rota.api.problems import (
     UNKNOWN_JOB_TYPE,
     Problem,
 )
-from rota.api.resources import job_location, job_resource
+from rota.api.resources import instant, job_location, job_resource
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.job_ids import NoSuchJob
 from rota.core.queries.jobs_read import (
@@ -236,6 +236,52 @@ def _decode_cursor(text: str) -> Keyset:
         ) from None
 
 
+SEARCH_MAX_CHARS = 200
+
+
+def search_text(q: str | None) -> str | None:
+    """``q`` checked: at most ``SEARCH_MAX_CHARS`` printable characters (blank: no search)."""
+    if q is None or not q.strip():
+        return None
+    if len(q) > SEARCH_MAX_CHARS:
+        raise Problem(
+            422,
+            "Invalid request",
+            f"q: at most {SEARCH_MAX_CHARS} characters, got {len(q):,}",
+            type=INVALID_REQUEST,
+        )
+    return _printable("q", q).strip()
+
+
+def _printable(field: str, value: str) -> str:
+    # NUL, control characters, lone surrogates: no stored name or text holds them, and
+    # PostgreSQL refuses a NUL in any text parameter.
+    if not value.isprintable():
+        raise Problem(
+            422, "Invalid request", f"{field}: only printable characters", type=INVALID_REQUEST
+        )
+    return value
+
+
+def job_filter(
+    conn: Connection,
+    *,
+    state: str | None,
+    job_type: str | None,
+    schedule: str | None,
+    since: str | None,
+    q: str | None,
+) -> JobFilter:
+    """The filter the query parameters (or a bulk body's fields) describe, checked."""
+    return JobFilter(
+        states=_states(state),
+        job_types=(_printable("job_type", job_type),) if job_type else (),
+        schedules=(_printable("schedule", schedule),) if schedule else (),
+        created_since=since_param(since, database_now(conn)),
+        text=search_text(q),
+    )
+
+
 @router.get(
     "/jobs",
     summary="List jobs, newest first, page by page (args left out: read one job for them)",
@@ -248,21 +294,24 @@ def list_jobs(
     job_type: Annotated[str | None, Query(max_length=200)] = None,
     schedule: Annotated[str | None, Query(max_length=200)] = None,
     since: Annotated[
-        str | None, Query(description="created at or after: an ISO instant or a duration (1h)")
+        str | None,
+        Query(max_length=100, description="created at or after: an ISO instant or a duration (1h)"),
+    ] = None,
+    q: Annotated[
+        str | None,
+        Query(
+            description="search: the job id (or 8+ of its first hex digits), or part of the "
+            f"dedup key, error code or error detail (any case; at most {SEARCH_MAX_CHARS} "
+            "characters)"
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> JSONResponse:
-    states = _states(state)
     after = _decode_cursor(cursor) if cursor else None
     with engine_of(request).connect() as conn:
         now = database_now(conn)
-        f = JobFilter(
-            states=states,
-            job_types=() if job_type is None else (job_type,),
-            schedules=() if schedule is None else (schedule,),
-            created_since=since_param(since, now),
-        )
+        f = job_filter(conn, state=state, job_type=job_type, schedule=schedule, since=since, q=q)
         rows = newest_jobs(conn, f, limit=limit + 1, after=after)
     page = rows[:limit]
     body: dict[str, Any] = {
@@ -278,7 +327,9 @@ def list_jobs(
                 ("state", state),
                 ("job_type", job_type),
                 ("schedule", schedule),
-                ("since", since),
+                # ``since`` as the instant it meant: a duration would move with each page
+                ("since", instant(f.created_since)),
+                ("q", f.text),
                 ("limit", str(limit)),
             )
             if v

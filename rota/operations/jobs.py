@@ -53,7 +53,7 @@ from rota.core.queries.jobs_control import (
     replay_jobs,
     request_cancel,
 )
-from rota.core.queries.jobs_read import JobFilter, count_by_state, job_ids_after
+from rota.core.queries.jobs_read import JobFilter, count_by_state, count_matches, job_ids_after
 from rota.core.states import JobState
 from rota.runtime.events import emit
 
@@ -152,6 +152,11 @@ def count_matching(conn: Connection, where: JobFilter) -> dict[str, int]:
     return count_by_state(conn, where)
 
 
+def count_up_to(conn: Connection, where: JobFilter, cap: int) -> int:
+    """How many jobs match ``where``, counted no further than ``cap + 1`` (more than ``cap``)."""
+    return count_matches(conn, where, cap + 1)
+
+
 def bulk_cancel(
     engine: Engine,
     where: JobFilter,
@@ -159,6 +164,7 @@ def bulk_cancel(
     *,
     batch: int = BULK_BATCH,
     now: datetime | None = None,
+    limit: int | None = None,
 ) -> BulkResult:
     """Cancel every job matching ``where`` (its states within QUEUED, RETRY_WAIT, RUNNING)."""
     states = cancel_states(where)
@@ -168,6 +174,7 @@ def bulk_cancel(
         lambda conn, ids: cancel_jobs(conn, ids, states=states, note=note, now=now),
         note,
         batch,
+        limit,
     )
 
 
@@ -178,6 +185,7 @@ def bulk_replay(
     *,
     batch: int = BULK_BATCH,
     now: datetime | None = None,
+    limit: int | None = None,
 ) -> BulkResult:
     """Replay every FAILED job matching ``where``."""
     return _bulk(
@@ -186,6 +194,7 @@ def bulk_replay(
         lambda conn, ids: replay_jobs(conn, ids, note=note, now=now),
         note,
         batch,
+        limit,
     )
 
 
@@ -195,28 +204,32 @@ def _bulk(
     apply: Callable[[Connection, list[uuid.UUID]], dict[uuid.UUID, JobState]],
     note: ActionNote | None,
     batch: int,
+    limit: int | None,
 ) -> BulkResult:
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     counts: Counter[JobState] = Counter()
     batches = 0
+    seen = 0
     after: uuid.UUID | None = None
     sqlite = engine.dialect.name == "sqlite"
-    while True:
+    while limit is None or seen < limit:
+        take = batch if limit is None else min(batch, limit - seen)
         started = time.monotonic()
         try:
             with engine.begin() as conn:
-                ids = job_ids_after(conn, where, after, batch)
+                ids = job_ids_after(conn, where, after, take)
                 changed = apply(conn, ids) if ids else {}
         except SQLAlchemyError as exc:
             raise BulkInterrupted(BulkResult(dict(counts), batches), exc) from exc
         if not ids:
             break
         batches += 1
+        seen += len(ids)
         for job_id, state in changed.items():
             counts[state] += 1
             _emit(job_id, state, note)
-        if len(ids) < batch:
+        if len(ids) < take:
             break
         after = ids[-1]
         if sqlite:  # let waiting writers have the lock (see the module's docstring)

@@ -165,6 +165,8 @@ def test_a_foreign_origin_is_refused_on_every_change(
         for method, path in (
             ("POST", "/jobs"),
             ("POST", f"/jobs/{queued}/cancel"),
+            ("POST", "/jobs/cancel"),  # the bulk form: {"job_type": "t"} would cancel it
+            ("POST", "/jobs/replay"),
             ("POST", "/schedules/nightly/resume"),
             ("POST", "/schedules/nightly/trigger"),
             ("DELETE", f"/jobs/{queued}"),

@@ -98,7 +98,12 @@ def actions(queued: uuid.UUID, failed: uuid.UUID) -> list[tuple[str, int]]:
         ("/schedules/nightly/pause", 200),
         ("/schedules/nightly/resume", 200),
         ("/schedules/nightly/trigger", 202),
+        ("/jobs/replay", 200),  # the bulk forms, with the body BODIES gives
+        ("/jobs/cancel", 200),
     ]
+
+
+BODIES = {p: {"job_type": "t"} for p in ("/jobs", "/jobs/replay", "/jobs/cancel")}
 
 
 def reads(queued: uuid.UUID) -> list[str]:
@@ -141,7 +146,7 @@ def test_an_operator_acts_and_is_refused_what_is_not_listed(served: Served, engi
         for path in reads(queued):
             assert c.get(path).status_code == 200, path
         for path, status in actions(queued, failed):
-            r = c.post(path, json={"job_type": "t"} if path == "/jobs" else {})
+            r = c.post(path, json=BODIES.get(path, {}))
             assert r.status_code == status, (path, r.text)
         # A route not listed as a read or an operator action is the admin's.
         r = c.delete(f"/jobs/{queued}")
@@ -160,7 +165,7 @@ def test_an_admin_does_everything(served: Served, engine: Engine, name: str) -> 
         for path in reads(queued):
             assert c.get(path).status_code == 200, path
         for path, status in actions(queued, failed):
-            r = c.post(path, json={"job_type": "t"} if path == "/jobs" else {})
+            r = c.post(path, json=BODIES.get(path, {}))
             assert r.status_code == status, (path, r.text)
         # Unlisted: past the role check, to the app (which has no such route).
         assert c.delete(f"/jobs/{queued}").status_code == 405
@@ -212,5 +217,14 @@ def test_the_dashboard_hides_the_buttons_a_viewer_cannot_use(
         expect(page.locator("#job h2")).to_contain_text(str(queued))
         cancel = page.locator("#job").get_by_role("button", name="cancel")
         expect(cancel).to_have_count(1 if can_act else 0)
+        # The jobs view's bulk actions, and a schedule's page, are an operator's too.
+        page.goto(f"{served.base}/#/jobs?state=FAILED")
+        expect(page.locator("#jobs")).to_contain_text(str(failed))
+        expect(page.locator("#bulk")).to_have_count(1 if can_act else 0)
+        page.goto(f"{served.base}/#/schedules/nightly")
+        expect(page.locator("#schedule h2")).to_have_text("Schedule nightly")
+        expect(page.locator("#schedule button")).to_have_count(3 if can_act else 0)
+        if not can_act:
+            expect(page.locator("main button")).to_have_count(0)
         context.close()
         assert errors == [], errors

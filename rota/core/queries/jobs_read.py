@@ -11,8 +11,10 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     RowMapping,
+    and_,
     func,
     literal,
+    or_,
     select,
     text,
     tuple_,
@@ -20,6 +22,7 @@ from sqlalchemy import (
 )
 
 from rota.core.queries.index_hints import broad, indexed_by, selective
+from rota.core.queries.job_ids import JobRefError, prefix_bounds
 from rota.core.sqltime import db_now
 from rota.core.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
 from rota.core.tables import job_attempts, jobs
@@ -39,6 +42,7 @@ class JobFilter:
     job_types: tuple[str, ...] = ()
     schedules: tuple[str, ...] = ()
     created_since: datetime | None = None  # created at or after
+    text: str | None = None  # searched for: see ``text_match``
 
     def clauses(self) -> list[ColumnElement[bool]]:
         out: list[ColumnElement[bool]] = []
@@ -53,7 +57,32 @@ class JobFilter:
                 out.append(column.in_(values))
         if self.created_since is not None:
             out.append(jobs.c.created_at >= self.created_since)
+        if self.text:
+            out.append(text_match(self.text))
         return out
+
+
+def text_match(text: str) -> ColumnElement[bool]:
+    """A job whose id starts with ``text`` (8 hex digits or more, dashes ignored), or whose
+    dedup key, error code or error detail contains it (any case).
+
+    The id part is a primary-key range, as ``rota.core.queries.job_ids`` finds a
+    prefix; the others are a filter on the rows the rest of the query reads: a
+    listing still walks its index newest first and stops at its page's end, so
+    a search costs what the rows read before ``limit`` matches cost (``since``
+    bounds it in time). ``%`` and ``_`` in ``text`` are plain characters.
+    """
+    found: list[ColumnElement[bool]] = [
+        column.icontains(text, autoescape=True)
+        for column in (jobs.c.dedup_key, jobs.c.last_error_code, jobs.c.last_error_detail)
+    ]
+    try:
+        low, high = prefix_bounds(text)
+    except JobRefError:
+        pass  # not an id or a prefix of one: the other columns only
+    else:
+        found.insert(0, and_(jobs.c.job_id >= low, jobs.c.job_id <= high))
+    return or_(*found)
 
 
 @dataclass(frozen=True)
@@ -167,6 +196,12 @@ def count_by_state(conn: Connection, where: JobFilter) -> dict[str, int]:
         select(jobs.c.state, func.count()).where(*where.clauses()).group_by(jobs.c.state)
     ).all()
     return {state: int(n) for state, n in rows}
+
+
+def count_matches(conn: Connection, where: JobFilter, cap: int) -> int:
+    """How many jobs match ``where``, up to ``cap``: the count reads at most ``cap`` rows."""
+    first = select(jobs.c.job_id).where(*where.clauses()).limit(cap).subquery()
+    return int(conn.execute(select(func.count()).select_from(first)).scalar_one())
 
 
 def job_ids_after(
