@@ -14,12 +14,13 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, Route, expect, sync_playwright
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, func, insert, select
 
 from rota.api.failed_counts import FailedCounts
 from rota.core.queries.jobs_gauges import StateCount, failed_by_type
 from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.core.states import AttemptOutcome, JobState
+from rota.core.tables import job_attempt_output, job_attempts
 from tests.support.api_support import ManualClock, fail, failed_jobs_of_a_type, running_api
 from tests.support.executor_support import (
     add_jobs,
@@ -400,38 +401,50 @@ def test_a_job_page_separates_runs_and_shows_each_error_with_its_attempt(
         expect(page.locator("#job tbody tr", has_text="UPSTREAM_DOWN")).to_have_count(1)
         expect(page.locator("#job tbody tr", has_text="STILL_DOWN")).to_have_count(1)
         expect(page.locator("#job-actions")).to_contain_text("upstream is back")
-        # No output endpoint answers 200 here (404): no output is shown.
+        # No attempt kept any output: none is shown.
         expect(page.locator("#job tr.output-row")).to_have_count(0)
 
 
-def test_a_job_page_shows_an_attempts_output_as_text(engine: Engine, page: Page) -> None:
-    # GET /jobs/{id}/attempts/{n}/output is built in another branch: until it is merged, the
-    # browser answers it here with what that route answers (text/plain), hostile text included.
-    store_types(engine, job_type("t"))
-    (job,) = add_jobs(engine, job_type("t"))
-    finish_claimed(engine, 1, JobState.SUCCEEDED, None, "")
-    output = "line one\n<script>window.__xss = 4</script>\n"
+def _keep_output(engine: Engine, job: uuid.UUID, output: str) -> None:
+    """The job's newest attempt kept ``output``, as the executor writes it with the outcome."""
+    with engine.begin() as conn:
+        generation = conn.execute(
+            select(func.max(job_attempts.c.lease_generation)).where(job_attempts.c.job_id == job)
+        ).scalar_one()
+        conn.execute(
+            insert(job_attempt_output).values(
+                job_id=job, lease_generation=generation, output=output, dropped_bytes=0
+            )
+        )
 
-    def answer(route: Route) -> None:
-        if route.request.url.endswith(f"/jobs/{job}/attempts/1/output"):
-            route.fulfill(status=200, content_type="text/plain; charset=utf-8", body=output)
-        else:
-            route.fulfill(status=404, content_type="application/problem+json", body="{}")
 
-    page.route("**/attempts/*/output", answer)
-    with running_api(engine) as base:
+def test_a_job_page_shows_each_attempts_own_output_across_replays(
+    engine: Engine, page: Page
+) -> None:
+    """The real route numbers attempts across runs (1, 2, ...): run 2's #1 is n=2."""
+    store_types(engine, job_type("t", max_attempts=1))
+    (job,) = add_jobs(engine, job_type("t", max_attempts=1))
+    finish_claimed(engine, 1, JobState.FAILED, "UPSTREAM_DOWN", "first")
+    _keep_output(engine, job, "run one says\n<script>window.__xss = 4</script>\n")
+    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+        assert client.post(f"/jobs/{job}/replay", json={"reason": "retry"}).status_code == 200
+        finish_claimed(engine, 1, JobState.SUCCEEDED, None, "")
+        _keep_output(engine, job, "run two says done\n")
+        assert client.get(f"/jobs/{job}/attempts/2/output").text == "run two says done\n"
         page.goto(f"{base}/#/jobs/{job}")
-        row = page.locator("#job tr.output-row")
-        expect(row).to_have_count(1)
-        expect(row.locator("summary")).to_have_text("output of #1 (3 lines)")
-        row.locator("summary").click()
-        expect(row.locator("pre")).to_contain_text("<script>window.__xss = 4</script>")
+        rows = page.locator("#job tr.output-row")
+        expect(rows).to_have_count(2)
+        expect(rows.nth(0).locator("summary")).to_have_text("output of run 1 #1 (3 lines)")
+        expect(rows.nth(1).locator("summary")).to_have_text("output of run 2 #1 (2 lines)")
+        rows.nth(0).locator("summary").click()
+        expect(rows.nth(0).locator("pre")).to_contain_text("<script>window.__xss = 4</script>")
         assert page.evaluate("window.__xss") is None
+        expect(rows.nth(1).locator("pre")).to_contain_text("run two says done")
         # Opened, it stays open across the page's refreshes.
         expect(page.locator("#status")).to_contain_text("updated")
         page.evaluate("document.getElementById('status').textContent = ''")
         expect(page.locator("#status")).to_contain_text("updated", timeout=15_000)
-        expect(row.locator("pre")).to_be_visible()
+        expect(rows.nth(0).locator("pre")).to_be_visible()
 
 
 def test_schedules_show_the_pause_reason_local_time_and_no_countdown_when_paused(

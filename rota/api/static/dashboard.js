@@ -568,7 +568,7 @@
   }
 
   // Each attempt's output (GET /jobs/{id}/attempts/{n}/output, text/plain), when the server
-  // has it: a 404 (or no such route) shows nothing. A finished attempt's answer is kept.
+  // has it: an empty answer or a 404 shows nothing. A finished attempt's answer is kept.
   const outputs = new Map(); // path -> text, or null for none
   const openOutputs = new Set(); // the outputs the reader opened, kept open across refreshes
   async function outputOf(path, final) {
@@ -576,26 +576,21 @@
     let text = null;
     try {
       const response = await fetch(path, { headers: headers(), credentials: "omit", cache: "no-store" });
-      if (response.status === 200) text = await response.text();
+      if (response.status === 200) text = (await response.text()) || null; // "": wrote nothing
     } catch (err) {
       text = null;
     }
     if (final) outputs.set(path, text);
     return text;
   }
-  function outputPath(job, a, latestRun) {
-    if (a.links && a.links.output) return a.links.output;
-    // Without a link of its own, an attempt number names an attempt of the latest run only.
-    if (!latestRun) return null;
-    return "/jobs/" + encodeURIComponent(job.job_id) + "/attempts/" + a.attempt + "/output";
+  // The route's n counts the job's attempts from 1 in the order they started, across
+  // replays: an attempt's place in job.attempts, not its attempt number.
+  function outputPath(job, n) {
+    return "/jobs/" + encodeURIComponent(job.job_id) + "/attempts/" + n + "/output";
   }
-  async function attemptOutputs(job, runs) {
+  async function attemptOutputs(job) {
     const found = new Map();
-    const wanted = [];
-    runs.forEach((run, r) => run.attempts.forEach((a) => {
-      const path = outputPath(job, a, r === runs.length - 1);
-      if (path) wanted.push([a, path]);
-    }));
+    const wanted = (job.attempts || []).map((a, i) => [a, outputPath(job, i + 1)]);
     await Promise.all(wanted.slice(-20).map(async ([a, path]) => {
       const text = await outputOf(path, a.ended_at !== null);
       if (text !== null) found.set(a, text);
@@ -644,7 +639,7 @@
     const job = await api("/jobs/" + encodeURIComponent(id));
     const nowIso = new Date().toISOString();
     const runs = runsOf(job);
-    const found = await attemptOutputs(job, runs);
+    const found = await attemptOutputs(job);
     const fields = [
       ["job", job.job_id], ["type", job.job_type + " (pool " + job.pool + ", priority " + job.priority + ")"],
       ["state", job.state], ["attempts", job.attempt_count + " of " + job.max_attempts
