@@ -26,6 +26,12 @@ from typing import Any, Literal
 
 ARGS_MAX_BYTES = 1_000_000  # "small JSON": a large payload belongs behind payload_ref
 ARGS_MAX_DEPTH = 64
+# A payload_ref names where the payload is (a URL, an object key), it is not the
+# payload: 8 KiB holds any URL that common HTTP servers accept (their request
+# lines stop at 8 KiB) and any object store key (S3: 1,024 bytes), and even in
+# 4-byte UTF-8 it stays far inside the 128 KiB a ``command:`` can receive as
+# ``ROTA_PAYLOAD_REF`` (``ENV_STRING_MAX``), so an accepted job can always run.
+PAYLOAD_REF_MAX = 8192  # characters
 BIGINT_MAX = 2**63 - 1  # the largest value of a BigInteger column (PostgreSQL bigint)
 ARGS_INT_LIMIT = 10**300  # integers in args stay below this in magnitude
 

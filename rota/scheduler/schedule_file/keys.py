@@ -29,6 +29,7 @@ from rota.core.config import (
     Nonexistent,
     OverlapPolicy,
 )
+from rota.core.storable import PAYLOAD_REF_MAX
 from rota.scheduler.schedule_file import fields
 from rota.scheduler.schedule_file.yaml_tree import Report
 
@@ -84,7 +85,7 @@ SCHEDULE_FIELDS: dict[str, Parser] = {
     ),
     "jitter": _simple(lambda n: fields.duration(n, maximum=MAX_JITTER)),
     "overlap": _simple(lambda n: fields.choice(n, OverlapPolicy)),
-    "payload_ref": _simple(fields.text),
+    "payload_ref": _simple(lambda n: fields.text(n, max_chars=PAYLOAD_REF_MAX)),
     "args": _simple(fields.json_mapping),
     "exclude_dates": _simple(fields.dates),
 }
