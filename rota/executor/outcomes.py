@@ -260,6 +260,9 @@ def unstorable(finish: Finish, refusal: BaseException) -> Finish:
         error_code=OUTCOME_UNSTORABLE,
         error_detail=storable_text(detail, ERROR_DETAIL_MAX),
         result_ref=None,
+        progress_stage=None,
+        progress_done=None,
+        progress_total=None,
     )
 
 

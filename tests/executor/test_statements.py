@@ -779,6 +779,9 @@ def test_batched_fenced_writes_find_their_rows_by_key_whatever_the_statistics_sa
                 "refunds": [0] * n,
                 "reconciles": [False] * n,
                 "results": [None] * n,
+                "stages": [None] * n,
+                "dones": [None] * n,
+                "totals": [None] * n,
             },
         ),
         "renew": (
