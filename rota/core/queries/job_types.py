@@ -83,7 +83,9 @@ def upsert_job_types(conn: Connection, specs: Iterable[JobTypeSpec]) -> dict[str
     """
     current = load_job_types(conn)
     changes: dict[str, str] = {}
-    for spec in specs:
+    # In name order, the order producers lock these rows in (``lock_job_type_for_count``):
+    # an apply and a producer of several limited types never wait for each other in a cycle.
+    for spec in sorted(specs, key=lambda s: s.name):
         old = current.get(spec.name)
         if old == spec:
             continue
