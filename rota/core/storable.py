@@ -221,6 +221,24 @@ def command_args_problem(args: object) -> str | None:
     )
 
 
+def command_payload_ref_problem(payload_ref: str | None) -> str | None:
+    """Why a ``command:`` cannot receive ``payload_ref`` as ``ROTA_PAYLOAD_REF``, or None.
+
+    ``enqueue`` keeps every new one within ``PAYLOAD_REF_MAX``; a row written
+    before that limit may hold more than an environment string can.
+    """
+    if payload_ref is None or len(payload_ref) <= PAYLOAD_REF_MAX:
+        return None
+    size = len(f"ROTA_PAYLOAD_REF={payload_ref}".encode("utf-8", "surrogatepass")) + 1
+    if size <= ENV_STRING_MAX:
+        return None
+    return (
+        f"payload_ref is {size:,} bytes as ROTA_PAYLOAD_REF, and a command's environment "
+        f"variable holds at most {ENV_STRING_MAX:,}: a payload_ref is a reference, at most "
+        f"{PAYLOAD_REF_MAX:,} characters"
+    )
+
+
 def _flat_args_json(value: dict[Any, Any]) -> str | None:
     """The common case, a small flat dict of plain scalars, checked in one pass.
 

@@ -19,7 +19,14 @@ from rota.core.tables import jobs
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from tests.support.api_support import running_api
-from tests.support.executor_support import job_type, store_types
+from tests.support.executor_support import (
+    add_jobs,
+    job_row,
+    job_type,
+    run_in_thread,
+    store_types,
+    wait_for,
+)
 
 LONGEST = "s3://bucket/" + "k" * (PAYLOAD_REF_MAX - len("s3://bucket/"))
 TOO_LONG = "s3://bucket/" + "k" * 200_000
@@ -92,3 +99,21 @@ def test_the_schedule_file_refuses_a_longer_payload_ref() -> None:
     assert "at most 8192 characters" in str(info.value)
     ok = text.replace("k" * (PAYLOAD_REF_MAX + 1), "k" * PAYLOAD_REF_MAX)
     assert load_schedule_text(ok, "f.yaml").schedules["s"].payload_ref == "k" * PAYLOAD_REF_MAX
+
+
+def test_a_command_job_whose_payload_ref_cannot_reach_it_fails_once(engine: Engine) -> None:
+    """A payload_ref that reaches the executor anyway (a row written before the limit)
+    fails at once with a code that says why, never an exec refused max_attempts times."""
+    spec = job_type("cmd", handler=None, command=("true",), max_attempts=3)
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, payload_ref=TOO_LONG)
+    _ex, stop, t = run_in_thread(engine, poll_interval=0.05, sweep_interval=0.2)
+    try:
+        wait_for(lambda: job_row(engine, job_id)["state"] == "FAILED", what="FAILED")
+    finally:
+        stop.set()
+        t.join(15)
+    row = job_row(engine, job_id)
+    assert row["attempt_count"] == 1
+    assert row["last_error_code"] == "PAYLOAD_REF_TOO_LARGE_FOR_COMMAND"
+    assert "ROTA_PAYLOAD_REF" in row["last_error_detail"]
