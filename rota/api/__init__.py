@@ -18,10 +18,12 @@ Host, other origins, the token, the role, the security headers), ``identities``
 (named tokens with roles, the tokens file), ``access`` (the role each method and
 path needs), ``browser`` (the Host names answered, the refusal of changes from
 other origins, the headers every answer carries), ``problems`` (RFC 9457
-errors), ``jobs``, ``bulk`` (their bulk forms), ``schedules``, ``late``,
-``outputs`` and ``audit`` (the routes), ``resources`` (what a job and a schedule
-look like as JSON), ``exposition`` (``GET /metrics``), ``dashboard`` (``GET /``
-and its data), ``server`` (binding and running uvicorn).
+errors), ``methods`` (HEAD, OPTIONS and 405 from the routes), ``openapi_doc``
+(the OpenAPI document, completed with the gate's answers), ``jobs``, ``bulk``
+(their bulk forms), ``schedules``, ``late``, ``outputs`` and ``audit`` (the
+routes), ``resources`` (what a job and a schedule look like as JSON),
+``exposition`` (``GET /metrics``), ``dashboard`` (``GET /`` and its data),
+``server`` (binding and running uvicorn).
 
 May import: ``rota.operations`` and every layer below it; never ``rota.cli``.
 """

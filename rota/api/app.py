@@ -16,6 +16,8 @@ from rota.api.browser import HostPolicy
 from rota.api.exposition import exposition
 from rota.api.failed_counts import FailedCounts
 from rota.api.identities import TokenTable
+from rota.api.methods import MethodRouting
+from rota.api.openapi_doc import documented
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
 from rota.core.database import DatabaseError, scrub
 from rota.migrations.check import current_revision, schema_problem
@@ -57,6 +59,8 @@ def create_app(
     failed = FailedCounts() if failed_counts is None else failed_counts
     api.state.failed_counts = failed  # a replay through the app forgets the kept count
     install(api, engine)
+    api.add_middleware(MethodRouting, routes=api.router.routes)
+    api.openapi = lambda: documented(api)  # type: ignore[method-assign]
     api.include_router(jobs.router)
     api.include_router(outputs.router)
     api.include_router(bulk.router)
@@ -90,7 +94,13 @@ def create_app(
             return problem_response(p, request.url.path)
         return JSONResponse({"status": "ready"})
 
-    @api.get("/metrics", tags=["metrics"], summary="Prometheus text format")
+    @api.get(
+        "/metrics",
+        tags=["metrics"],
+        summary="Prometheus text format",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {}}}},
+    )
     def metrics() -> Response:
         return Response(exposition(engine, failed), media_type=PROMETHEUS_TEXT)
 

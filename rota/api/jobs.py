@@ -50,7 +50,7 @@ from rota.core.queries.jobs_read import (
 )
 from rota.core.queries.operator_actions import actions_of_job
 from rota.core.states import ALL_STATES, JobState
-from rota.core.timefmt import parse_zoned_instant
+from rota.core.timefmt import as_utc, parse_zoned_instant
 from rota.operations import jobs as operations
 from rota.producer.enqueue import QueueFull, UnknownJobType, enqueue
 
@@ -223,14 +223,17 @@ def _encode_cursor(created_at: datetime, job_id: uuid.UUID) -> str:
 
 
 def _decode_cursor(text: str) -> Keyset:
+    """The keyset a ``next`` link carries; anything else, hand-made or cut, is a 422."""
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         created, job_id = json.loads(raw)
+        if not isinstance(created, str) or not isinstance(job_id, str):
+            raise TypeError(text)
         at = datetime.fromisoformat(created)
         if at.tzinfo is None:  # every cursor this API gives carries its offset
             raise ValueError(created)
-        return Keyset(at, uuid.UUID(job_id))
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        return Keyset(as_utc(at), uuid.UUID(job_id))
+    except (binascii.Error, ValueError, TypeError, OverflowError, RecursionError):
         raise Problem(
             422, "Invalid request", "cursor: not a cursor this API gave", type=INVALID_REQUEST
         ) from None

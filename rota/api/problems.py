@@ -9,12 +9,12 @@ from the request in the answer (the exception is logged).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -32,6 +32,7 @@ UNKNOWN_JOB_TYPE = "urn:rota:problem:unknown-job-type"
 NOT_FOUND = "urn:rota:problem:not-found"
 ILLEGAL_TRANSITION = "urn:rota:problem:illegal-transition"
 QUEUE_FULL = "urn:rota:problem:queue-full"
+OVERLAP_FORBIDDEN = "urn:rota:problem:overlap-forbidden"
 UNAUTHORIZED = "urn:rota:problem:unauthorized"
 UNAVAILABLE = "urn:rota:problem:unavailable"
 INTERNAL = "urn:rota:problem:internal"
@@ -71,7 +72,36 @@ def _where(loc: Sequence[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
+def nul_problem(request: Request) -> Problem | None:
+    """A 422 for a NUL character in the path or the query string, else None.
+
+    No name rota stores can hold one (every name is checked on the way in, and
+    PostgreSQL text cannot store it), so such a request can match nothing;
+    refused here, it never reaches a statement, on any route present or future.
+    """
+    where = None
+    if "\x00" in request.url.path:
+        where = "path"
+    else:
+        for key, value in request.query_params.multi_items():
+            if "\x00" in key or "\x00" in value:
+                where = f"query parameter {key[:40]!r}"
+                break
+    if where is None:
+        return None
+    return Problem(422, "Invalid request", f"{where}: holds a NUL character", type=INVALID_REQUEST)
+
+
 def install(app: FastAPI, engine: Engine) -> None:
+    @app.middleware("http")
+    async def _refuse_nul(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        problem = nul_problem(request)
+        if problem is not None:
+            return problem_response(problem, request.url.path.replace("\x00", "\\x00"))
+        return await call_next(request)
+
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(exc, request.url.path)

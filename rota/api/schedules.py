@@ -17,14 +17,14 @@ from fastapi.responses import JSONResponse
 from rota.api.audit import ACTION_OPENAPI, ACTION_RESPONSES, action_note
 from rota.api.jobs import engine_of
 from rota.api.late import last_late, with_last_late
-from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, Problem
+from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, OVERLAP_FORBIDDEN, Problem
 from rota.api.resources import instant, job_location, schedule_resource
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.operator_actions import actions_of_schedule
 from rota.core.queries.schedule_skips import skips_of_schedule, totals_by_reason
 from rota.core.queries.schedules import get_schedule, list_schedules
 from rota.operations import schedules as operations
-from rota.operations.schedules import ScheduleRemoved, UnknownSchedule
+from rota.operations.schedules import OverlapForbidden, ScheduleRemoved, UnknownSchedule
 
 router = APIRouter(tags=["schedules"])
 
@@ -109,7 +109,10 @@ def resume_schedule(name: str, request: Request, note: Note) -> dict[str, Any]:
     summary="Fire one manual occurrence now",
     openapi_extra=ACTION_OPENAPI,
     responses={
-        409: {"description": "the schedule was removed from the schedule file"},
+        409: {
+            "description": "the schedule was removed from the schedule file, or it has "
+            "overlap: forbid and a run is unfinished (nothing is recorded)"
+        },
         **ACTION_RESPONSES,
     },
 )
@@ -120,11 +123,20 @@ def trigger_schedule(name: str, request: Request, note: Note) -> JSONResponse:
         raise _not_found(name) from None
     except ScheduleRemoved as exc:
         raise Problem(409, "Schedule removed", str(exc), type=ILLEGAL_TRANSITION) from None
+    except OverlapForbidden as exc:
+        raise Problem(
+            409,
+            "Overlap forbidden",
+            str(exc),
+            type=OVERLAP_FORBIDDEN,
+            running=[str(j) for j in exc.running[:20]],
+        ) from None
     location = job_location(result.job_id)
     body = {
         "job_id": str(result.job_id),
         "dedup_key": result.dedup_key,
         "scheduled_for": instant(result.scheduled_for),
+        "replaced": [str(j) for j in result.replaced],
         "links": {"job": location},
     }
     return JSONResponse(body, status_code=202, headers={"Location": location})

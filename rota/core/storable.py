@@ -26,6 +26,12 @@ from typing import Any, Literal
 
 ARGS_MAX_BYTES = 1_000_000  # "small JSON": a large payload belongs behind payload_ref
 ARGS_MAX_DEPTH = 64
+# A payload_ref names where the payload is (a URL, an object key), it is not the
+# payload: 8 KiB holds any URL that common HTTP servers accept (their request
+# lines stop at 8 KiB) and any object store key (S3: 1,024 bytes), and even in
+# 4-byte UTF-8 it stays far inside the 128 KiB a ``command:`` can receive as
+# ``ROTA_PAYLOAD_REF`` (``ENV_STRING_MAX``), so an accepted job can always run.
+PAYLOAD_REF_MAX = 8192  # characters
 BIGINT_MAX = 2**63 - 1  # the largest value of a BigInteger column (PostgreSQL bigint)
 ARGS_INT_LIMIT = 10**300  # integers in args stay below this in magnitude
 
@@ -215,6 +221,24 @@ def command_args_problem(args: object) -> str | None:
     return (
         f"args is {size:,} bytes as ROTA_ARGS, and a command's environment variable "
         f"holds at most {ROTA_ARGS_MAX:,}: put the data behind payload_ref instead"
+    )
+
+
+def command_payload_ref_problem(payload_ref: str | None) -> str | None:
+    """Why a ``command:`` cannot receive ``payload_ref`` as ``ROTA_PAYLOAD_REF``, or None.
+
+    ``enqueue`` keeps every new one within ``PAYLOAD_REF_MAX``; a row written
+    before that limit may hold more than an environment string can.
+    """
+    if payload_ref is None or len(payload_ref) <= PAYLOAD_REF_MAX:
+        return None
+    size = len(f"ROTA_PAYLOAD_REF={payload_ref}".encode("utf-8", "surrogatepass")) + 1
+    if size <= ENV_STRING_MAX:
+        return None
+    return (
+        f"payload_ref is {size:,} bytes as ROTA_PAYLOAD_REF, and a command's environment "
+        f"variable holds at most {ENV_STRING_MAX:,}: a payload_ref is a reference, at most "
+        f"{PAYLOAD_REF_MAX:,} characters"
     )
 
 

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO
 
-from rota.core.storable import command_args_problem, rota_args_env
+from rota.core.storable import command_args_problem, command_payload_ref_problem, rota_args_env
 from rota.executor.context import JobContext
 from rota.executor.errors import JobCancelled, PermanentError, RetryableError
 from rota.executor.lease import HeldJob
@@ -132,6 +132,9 @@ def run_command(argv: Sequence[str], ctx: JobContext, held: HeldJob) -> None:
     problem = command_args_problem(ctx.args)
     if problem is not None:  # the kernel would refuse the exec (E2BIG) on every attempt
         raise PermanentError("ARGS_TOO_LARGE_FOR_COMMAND", problem)
+    problem = command_payload_ref_problem(ctx.payload_ref)
+    if problem is not None:  # the same, for a row written before payload_ref had a limit
+        raise PermanentError("PAYLOAD_REF_TOO_LARGE_FOR_COMMAND", problem)
     watcher = watch_group()  # what the command starts dies with the executor too
     try:
         proc = subprocess.Popen(

@@ -94,10 +94,24 @@ class HeldJob:
     def has_progress(self) -> bool:
         return self._progress is not None
 
-    def renewal(self) -> Renewal:
-        """The renewal to send, taking any pending progress with it."""
+    def take_progress(self) -> tuple[str | None, int | None, int | None] | None:
+        """The progress not yet sent, now the outcome's to write; None if there is none."""
         with self._lock:
             progress, self._progress = self._progress, None
+        return progress
+
+    def renewal(self) -> Renewal:
+        """The renewal to send, taking any pending progress with it.
+
+        Once the job is settled its pending progress stays for the outcome
+        (``take_progress``): a renewal sent after the outcome is written
+        matches no row, and would lose it.
+        """
+        with self._lock:
+            if self._settled:
+                progress = None
+            else:
+                progress, self._progress = self._progress, None
         stage, done, total = progress or (None, None, None)
         c = self.claimed
         return Renewal(c.job_id, c.lease_generation, stage, done, total)

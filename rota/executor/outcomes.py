@@ -262,6 +262,9 @@ def unstorable(finish: Finish, refusal: BaseException) -> Finish:
         result_ref=None,
         output=None,
         output_dropped=0,
+        progress_stage=None,
+        progress_done=None,
+        progress_total=None,
     )
 
 

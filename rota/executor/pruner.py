@@ -9,7 +9,8 @@ pruning never takes a turn a claim could have used. A pass starts every
 ``batch`` jobs in one short transaction (PostgreSQL: ``SKIP LOCKED``, so
 executors pruning at once take different rows; SQLite: one short write
 transaction), and the claim loop claims again between steps. The last step
-of a pass folds old skip-ledger rows.
+of a pass folds old skip-ledger rows and deletes the metric series of removed
+schedules whose last job went (``forget_series_of_gone``).
 
 An executor that never finds the queue empty (a steady backlog) would never
 prune, and its history would grow without end: once a pass is ``OVERDUE_INTERVALS``
@@ -39,6 +40,8 @@ from rota.core.queries.jobs_prune import (
     fold_old_skips,
     prune_finished_batch,
 )
+from rota.core.queries.metric_tables import forget_series_of_gone
+from rota.core.queries.schedules import live_schedule_names
 from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
 from rota.executor.transactions import LoopConnection
 from rota.runtime.events import emit
@@ -162,7 +165,10 @@ class Pruner:
             return True
         with self._db.begin() as conn:
             folded = fold_old_skips(conn, SKIP_LEDGER_RETAIN, now=now)
+            forgotten = forget_series_of_gone(conn, "schedule", live_schedule_names(conn))
         if folded:
             emit(log, "skips_folded", rows=folded)
+        if forgotten:
+            emit(log, "metric_series_forgotten", schedules=",".join(forgotten)[:1000])
         self._end_pass()
         return False

@@ -82,6 +82,10 @@ class OutcomeWriter(BackgroundLoop):
         self._busy = 0
 
     def submit(self, held: HeldJob, finish: Finish) -> None:
+        progress = held.take_progress()
+        if progress is not None:  # the handler's last words: written with its outcome
+            stage, done, total = progress
+            finish = finish._replace(progress_stage=stage, progress_done=done, progress_total=total)
         with self._cond:
             self._pending.append((held, finish))
             self._cond.notify_all()

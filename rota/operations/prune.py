@@ -4,7 +4,8 @@ The rules are the executors' own (``rota.core.retention``: each job type's
 ``retain``), or one age for every job type (``older_than``), for every final
 state or one (``state``). Each batch is one short transaction
 (``prune_finished_batch``), so running executors are never held up; the
-skip ledger is folded when every state is pruned.
+skip ledger is folded when every state is pruned. The metric series of a
+removed schedule go with its last job (``forget_series_of_gone``).
 
 A prune is ONE operator action, not one per deleted job (a prune can delete
 millions): its target is the jobs it chose, in words (``describe``), written
@@ -30,7 +31,9 @@ from rota.core.queries.jobs_prune import (
     fold_old_skips,
     prune_finished_batch,
 )
+from rota.core.queries.metric_tables import forget_series_of_gone
 from rota.core.queries.operator_actions import record_jobs_action
+from rota.core.queries.schedules import live_schedule_names
 from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
 from rota.core.states import TERMINAL
 from rota.runtime.events import emit
@@ -110,6 +113,10 @@ def prune(
     if state is None:
         keep = older_than if older_than is not None else SKIP_LEDGER_RETAIN
         folded = _fold(engine, keep)
+    with engine.begin() as conn:  # the series of removed schedules whose last job went
+        forgotten = forget_series_of_gone(conn, "schedule", live_schedule_names(conn))
+    if forgotten:
+        emit(log, "metric_series_forgotten", schedules=",".join(forgotten)[:1000])
     emit(
         log,
         "jobs_pruned",

@@ -7,9 +7,14 @@
   ``coalesce``: one job covers them; ``skip``: none runs). Then it goes on.
 * trigger: one manual run now, keyed ``"<name>@manual:<UTC now, microseconds>Z"``,
   which cannot equal a regular key (those have no ``manual:``). It does not
-  move the cursor, and the overlap policy does not apply to it: an operator
-  asked for it. A paused schedule can be triggered; a removed one cannot.
-  Its operator action names the job it made (``detail``).
+  move the cursor. The schedule's overlap policy applies to it as to an
+  occurrence (``rota.scheduler.overlap``, with the schedule row locked, as the
+  tick holds it): ``forbid`` refuses it while a run is unfinished
+  (``OverlapForbidden``, and nothing is recorded); ``replace`` asks the
+  unfinished runs to cancel, with the scheduler's statement, then makes it;
+  ``allow`` makes it beside them. A paused schedule can be triggered; a
+  removed one cannot. Its operator action names the job it made and the runs
+  it replaced (``detail``).
 * backfill: every occurrence in ``[from, to)`` with its regular key, in batches
   of ``batch`` per transaction; existing keys are counted, not duplicated, so
   running it twice makes nothing new. The cursor does not move. The range is
@@ -39,11 +44,13 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, RowMapping
 
-from rota.core.config import JobTypeSpec, ScheduleSpec
+from rota.core.config import JobTypeSpec, OverlapPolicy, ScheduleSpec
 from rota.core.operator_notes import ActionNote, OperatorAction
 from rota.core.queries.job_types import get_job_type
+from rota.core.queries.jobs_control import request_cancel
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.queries.jobs_prune import pruned_through_for_share
+from rota.core.queries.jobs_read import unfinished_jobs_of_schedules, unfinished_runs
 from rota.core.queries.operator_actions import record_schedule_action
 from rota.core.queries.schedules import (
     get_schedule,
@@ -59,7 +66,8 @@ from rota.core.timefmt import MANUAL_KEY_MARK, occurrence_key, utc_key
 from rota.runtime.events import emit
 from rota.scheduler.compiled import CompiledSchedules
 from rota.scheduler.jitter import run_after
-from rota.scheduler.misfire import repeat_period, scan
+from rota.scheduler.misfire import PlannedJob, repeat_period, scan
+from rota.scheduler.overlap import decide_overlap
 from rota.scheduler.rules import compile_rule
 from rota.scheduler.tick import TickResult, materialize_batch
 
@@ -112,6 +120,22 @@ class TriggerResult:
     job_id: uuid.UUID
     dedup_key: str
     scheduled_for: datetime
+    replaced: tuple[uuid.UUID, ...] = ()  # ``overlap: replace``: the runs asked to cancel
+
+
+class OverlapForbidden(RuntimeError):
+    """A trigger refused by ``overlap: forbid``: a run of the schedule is unfinished."""
+
+    def __init__(self, name: str, running: list[tuple[uuid.UUID, str | None, str]]) -> None:
+        job_id, key, state = running[0]
+        more = f" and {len(running) - 1} more" if len(running) > 1 else ""
+        super().__init__(
+            f"schedule {name!r} has overlap: forbid and its run {key or job_id} "
+            f"(job {job_id}, {state}){more} is unfinished: wait for it to end, or cancel it "
+            "first; nothing was triggered"
+        )
+        self.name = name
+        self.running = [r[0] for r in running]
 
 
 @dataclass(frozen=True)
@@ -207,13 +231,16 @@ def resume(
 def trigger(
     engine: Engine, name: str, now: datetime | None = None, note: ActionNote | None = None
 ) -> TriggerResult:
-    """Make one manual run of ``name`` now; the event line names ``note``'s actor."""
+    """Make one manual run of ``name`` now, as its overlap policy allows; the event
+    line names ``note``'s actor. Raises ``OverlapForbidden`` and records nothing when
+    ``overlap: forbid`` refuses it."""
     with engine.begin() as conn:
         row = _require(conn, name, lock=True)
         if row["removed"]:
             raise ScheduleRemoved(name)
         spec = ScheduleSpec.from_json(row["definition"])
         clock = read_clock(conn, now)
+        replaced = _apply_overlap(conn, name, spec, clock, now)
         key = f"{name}{MANUAL_KEY_MARK}{clock:%Y-%m-%dT%H:%M:%S.%f}Z"
         job = NewJob.of_type(
             _job_type(conn, spec),
@@ -227,10 +254,13 @@ def trigger(
         insert_jobs_or_skip(conn, [job])
         record_manual_fire(conn, name, job.job_id, clock)
         if note is not None:
-            record_schedule_action(
-                conn, OperatorAction.TRIGGER, name, note, now, detail=f"job {job.job_id}"
-            )
+            detail = f"job {job.job_id}"
+            if replaced:
+                detail += ", replacing " + ", ".join(str(j) for j in replaced)
+            record_schedule_action(conn, OperatorAction.TRIGGER, name, note, now, detail=detail)
         notify_schedules_changed(conn)
+    if replaced:
+        emit(log, "overlap_replaced", schedule=name, cancel_requested=len(replaced))
     emit(
         log,
         "occurrence_triggered",
@@ -240,7 +270,21 @@ def trigger(
         actor=note.actor if note else None,
         reason=note.reason if note else None,
     )
-    return TriggerResult(job.job_id, key, clock)
+    return TriggerResult(job.job_id, key, clock, replaced)
+
+
+def _apply_overlap(
+    conn: Connection, name: str, spec: ScheduleSpec, clock: datetime, now: datetime | None
+) -> tuple[uuid.UUID, ...]:
+    """The scheduler's overlap decision for one manual run; the runs it asked to cancel."""
+    if spec.overlap is OverlapPolicy.ALLOW:
+        return ()
+    unfinished = unfinished_jobs_of_schedules(conn, [name]).get(name, [])
+    decision = decide_overlap(spec.overlap, [PlannedJob(clock)], unfinished)
+    if not decision.make:
+        raise OverlapForbidden(name, unfinished_runs(conn, unfinished))
+    # The replaced runs: the statement and requester semantics of the tick's.
+    return tuple(j for j in decision.cancel if request_cancel(conn, j, now=now).changed)
 
 
 def count_backfill(

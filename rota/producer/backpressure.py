@@ -20,6 +20,11 @@ Scheduled occurrences are never refused (the scheduler does not go through
 the depth like any waiting job. A submission whose ``dedup_key`` names an
 existing job creates nothing, so it is never refused either. Job types
 without a limit cost nothing here: no statement runs for them.
+
+Concurrent producers: ``max_queued`` is a count followed by an insert, so
+the check first holds the job type's row until the producer's transaction
+ends (``lock_job_type_for_count``); the next producer of that type counts
+only after it, and sees its jobs.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from sqlalchemy import Connection
 
 from rota.core.config import JobTypeSpec
 from rota.core.metric_deltas import END_TO_END, decode_labels
+from rota.core.queries.job_types import lock_job_type_for_count
 from rota.core.queries.jobs_gauges import QueuePressure, count_overdue, queue_pressure
 from rota.core.queries.jobs_read import database_now
 from rota.core.queries.metric_tables import read_minutes
@@ -76,6 +82,9 @@ def check_backpressure(
     """
     if not spec.has_limits or sub.count <= 0:
         return
+    if spec.max_queued is not None:
+        # Serialises the count and the insert that follows it with other producers.
+        lock_job_type_for_count(conn, spec.name, schema=schema)
     cap = None if spec.max_queued is None else 2 * spec.max_queued + sub.count
     pressure = queue_pressure(
         conn, spec.name, count_cap=cap, age=spec.max_queue_age is not None, schema=schema

@@ -51,7 +51,13 @@ from rota.core.queries.jobs_insert import (
     insert_keyless_jobs_pipelined,
     job_ids_by_dedup_keys,
 )
-from rota.core.storable import args_json, check_int, check_text, command_args_problem
+from rota.core.storable import (
+    PAYLOAD_REF_MAX,
+    args_json,
+    check_int,
+    check_text,
+    command_args_problem,
+)
 from rota.producer.backpressure import QueueFull, Submission, check_backpressure
 
 if TYPE_CHECKING:
@@ -282,7 +288,7 @@ def _new_job(r: JobRequest, specs: Mapping[str, Any], i: int, n: int, job_id: uu
             lease_seconds=spec.lease.total_seconds(),
             idempotent=spec.idempotent,
             priority=spec.priority if priority is None else priority,
-            payload_ref=check_text("payload_ref", r.payload_ref, None),
+            payload_ref=check_text("payload_ref", r.payload_ref, PAYLOAD_REF_MAX),
             args_json=encoded,
             dedup_key=check_text("dedup_key", r.dedup_key, DEDUP_KEY_MAX),
             run_after=r.run_after,

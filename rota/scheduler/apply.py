@@ -10,6 +10,10 @@
 * removed: the row is kept, marked removed, and no longer fires; its pending
   jobs are kept. A schedule added again later is revived from ``now``.
 * paused rows stay paused: pausing is an operator's action, not the file's.
+* metric series: those of a removed schedule, and of a job type the file no
+  longer declares nor names, are deleted once none of their jobs remains
+  (``forget_series_of_gone``); ``rota prune`` and the executors' retention
+  delete a removed schedule's when they prune its last job.
 
 The job types of the file are upserted in the same transaction. A dry run does
 all of it and rolls back, so it reports exactly what a real apply would do.
@@ -32,9 +36,11 @@ from sqlalchemy import Connection, Engine
 
 from rota.core.config import ScheduleFile, ScheduleSpec
 from rota.core.queries.job_types import load_job_types, upsert_job_types
+from rota.core.queries.metric_tables import forget_series_of_gone
 from rota.core.queries.notification_targets import replace_notification_targets
 from rota.core.queries.schedules import (
     insert_schedule,
+    live_schedule_names,
     lock_all_schedules,
     mark_removed_if_present,
     notify_schedules_changed,
@@ -252,6 +258,7 @@ def _apply(
     removed = sorted(n for n, r in rows.items() if n not in sf.schedules and not r["removed"])
     before.update((name, _stored_spec(rows[name]["definition"])) for name in removed)
     mark_removed_if_present(conn, removed)
+    _forget_gone_series(conn, sf)
     result = ApplyResult(
         added=tuple(added),
         changed=changed,
@@ -273,6 +280,16 @@ def _apply(
     if result.has_changes and not dry_run:
         notify_schedules_changed(conn)
     return result
+
+
+def _forget_gone_series(conn: Connection, sf: ScheduleFile) -> None:
+    """Delete the metric series of the schedules and job types the file no longer has,
+    once none of their jobs remains. A file that declares no job types at all runs
+    on the stored ones: then no job type is gone."""
+    forget_series_of_gone(conn, "schedule", live_schedule_names(conn))
+    if sf.job_types:
+        declared = set(sf.job_types) | {s.job_type for s in sf.schedules.values()}
+        forget_series_of_gone(conn, "job_type", declared)
 
 
 def _refuse_unknown_stored_job_types(conn: Connection, sf: ScheduleFile) -> None:

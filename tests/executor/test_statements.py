@@ -779,6 +779,11 @@ def test_batched_fenced_writes_find_their_rows_by_key_whatever_the_statistics_sa
                 "refunds": [0] * n,
                 "reconciles": [False] * n,
                 "results": [None] * n,
+                "outputs": [None] * n,
+                "dropped": [0] * n,
+                "stages": [None] * n,
+                "dones": [None] * n,
+                "totals": [None] * n,
             },
         ),
         "renew": (

@@ -146,3 +146,13 @@ def checkpoints_only(ctx: Any) -> None:
     except BaseException as exc:
         append_line(ctx.args["file"], f"stopped {type(exc).__name__}")
         raise
+
+
+def progress_to_the_end(ctx: Any) -> None:
+    """Report a stage long enough for a heartbeat to store it, then the last one, and end
+    (raising ``FLAKY`` when ``ctx.args["fail"]``) at once: no heartbeat comes after."""
+    ctx.progress(stage="EXPORTING", done=5, total=6)
+    time.sleep(float(ctx.args.get("sleep", 1.0)))
+    ctx.progress(stage="UPLOADING", done=6, total=6)
+    if ctx.args.get("fail"):
+        raise RetryableError("FLAKY", "failed after its last progress")

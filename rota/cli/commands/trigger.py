@@ -7,6 +7,7 @@ from typing import Any
 
 from rota.cli.common import (
     EXIT_OK,
+    RuntimeFailure,
     UserError,
     add_config_option,
     add_db_option,
@@ -15,7 +16,12 @@ from rota.cli.common import (
     open_database,
     operator_note,
 )
-from rota.operations.schedules import ScheduleRemoved, UnknownSchedule, trigger
+from rota.operations.schedules import (
+    OverlapForbidden,
+    ScheduleRemoved,
+    UnknownSchedule,
+    trigger,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -24,7 +30,9 @@ def register(subparsers: Any) -> None:
         help="fire one manual occurrence of a schedule now",
         description=(
             'Make one job now, keyed "<name>@manual:<UTC now>Z" so it never collides '
-            "with a regular occurrence. The schedule's cursor does not move."
+            "with a regular occurrence. The schedule's cursor does not move. Its overlap "
+            "policy applies: forbid refuses while a run is unfinished (exit 1, nothing "
+            "recorded), replace asks the unfinished runs to cancel first."
         ),
     )
     p.add_argument("name", metavar="NAME", help="the schedule")
@@ -42,5 +50,9 @@ def run(args: argparse.Namespace) -> int:
             result = trigger(engine, name, note=note)
         except (UnknownSchedule, ScheduleRemoved) as exc:
             raise UserError(str(exc)) from None
+        except OverlapForbidden as exc:  # the schedule's state refuses it, for now
+            raise RuntimeFailure(str(exc)) from None
+    for replaced in result.replaced:
+        print(f"replacing {replaced} (cancellation requested)")
     print(f"{result.job_id}  {result.dedup_key}")
     return EXIT_OK

@@ -54,6 +54,27 @@ def _pg_get(schema: str | None) -> str:
     )
 
 
+def lock_job_type_for_count(conn: Connection, name: str, *, schema: str | None = None) -> None:
+    """Hold ``name``'s row until the transaction ends, so that counts of its queue taken
+    after this see every job another holder inserted (``max_queued``).
+
+    Without it two producers could each count the same depth and both insert,
+    past the limit. PostgreSQL: ``FOR NO KEY UPDATE`` of the job type's row (it
+    waits only for other holders and for writers of the row, such as ``rota
+    apply``). SQLite: nothing to do, every rota transaction already holds the
+    database's write lock (``BEGIN IMMEDIATE``); a connection that began without
+    it cannot commit an insert after another writer did (``SQLITE_BUSY``), so
+    it never passes the limit either.
+    """
+    if is_pg(conn):
+        conn.exec_driver_sql(_pg_lock(schema), {"name": name})
+
+
+@cache
+def _pg_lock(schema: str | None) -> str:
+    return f"SELECT 1 FROM {qualified('job_types', schema)} WHERE name = %(name)s FOR NO KEY UPDATE"
+
+
 def upsert_job_types(conn: Connection, specs: Iterable[JobTypeSpec]) -> dict[str, str]:
     """Make the stored job types include ``specs``; returns {name: "added" | "changed"}.
 
@@ -62,7 +83,9 @@ def upsert_job_types(conn: Connection, specs: Iterable[JobTypeSpec]) -> dict[str
     """
     current = load_job_types(conn)
     changes: dict[str, str] = {}
-    for spec in specs:
+    # In name order, the order producers lock these rows in (``lock_job_type_for_count``):
+    # an apply and a producer of several limited types never wait for each other in a cycle.
+    for spec in sorted(specs, key=lambda s: s.name):
         old = current.get(spec.name)
         if old == spec:
             continue

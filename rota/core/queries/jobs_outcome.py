@@ -24,6 +24,8 @@ Rules applied per row, in SQL, against the row as it is now:
 * the attempt's ``output`` (the tail of what its handler wrote), when it has
   one, becomes its ``job_attempt_output`` row, in the same statement
   (PostgreSQL) or transaction (SQLite), for the rows the fence let through only.
+* progress the handler reported after the last heartbeat is stored with the
+  outcome (a field left None keeps the row's value).
 
 Every text value is made storable before it is bound (``core.storable``:
 cut to its column with a marker, NUL and lone surrogates replaced), so a
@@ -87,6 +89,10 @@ class Finish(NamedTuple):  # a named tuple: one per job, at a fifth of a frozen 
     result_ref: str | None = None  # where a successful job's result lives (None keeps it)
     output: str | None = None  # the tail of what the attempt's handler wrote (None: nothing)
     output_dropped: int = 0  # bytes written before that tail
+    # The handler's last progress, not yet sent with a heartbeat (None keeps a field).
+    progress_stage: str | None = None
+    progress_done: int | None = None
+    progress_total: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,9 @@ def _set_clause(j: str, now: str, now_plus_delay: str) -> str:
                                      ELSE b.detail END,
             needs_reconcile = coalesce(b.reconcile, {j}.needs_reconcile),
             result_ref = coalesce(b.result_ref, {j}.result_ref),
+            progress_stage = coalesce(b.stage, {j}.progress_stage),
+            progress_done = coalesce(b.done, {j}.progress_done),
+            progress_total = coalesce(b.total, {j}.progress_total),
             finished_at = CASE WHEN {_new_state(j)} IN {TERMINAL_SQL} THEN {now} ELSE NULL END,
             updated_at = {now}"""
 
@@ -146,9 +155,10 @@ def _pg_finish() -> TextClause:
                 CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
                 CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
                 CAST(:reconciles AS boolean[]), CAST(:results AS text[]),
-                CAST(:outputs AS text[]), CAST(:dropped AS bigint[])
+                CAST(:outputs AS text[]), CAST(:dropped AS bigint[]),
+                CAST(:stages AS text[]), CAST(:dones AS bigint[]), CAST(:totals AS bigint[])
             ) AS b(job_id, gen, target, outcome, code, detail, delay, refund, reconcile,
-                   result_ref, output, dropped)
+                   result_ref, output, dropped, stage, done, total)
         ),
         done AS (
             UPDATE jobs AS j SET {_set_clause("j", PG_NOW, pg_now_plus("b.delay"))}
@@ -219,6 +229,9 @@ def _plain_success(f: Finish) -> bool:
         and f.needs_reconcile is False
         and f.result_ref is None
         and f.output is None
+        and f.progress_stage is None
+        and f.progress_done is None
+        and f.progress_total is None
     )
 
 
@@ -234,7 +247,10 @@ def _sqlite_finish() -> TextClause:
                    json_extract(value, '$.delay') AS delay,
                    json_extract(value, '$.refund') AS refund,
                    json_extract(value, '$.reconcile') AS reconcile,
-                   json_extract(value, '$.result') AS result_ref
+                   json_extract(value, '$.result') AS result_ref,
+                   json_extract(value, '$.stage') AS stage,
+                   json_extract(value, '$.done') AS done,
+                   json_extract(value, '$.total') AS total
             FROM json_each(:batch)
         )
         UPDATE jobs SET {_set_clause("jobs", SQLITE_NOW, sqlite_now_plus("b.delay"))}
@@ -391,6 +407,9 @@ def _finish(
                 "results": [f.result_ref for f in finishes],
                 "outputs": [f.output for f in finishes],
                 "dropped": [f.output_dropped for f in finishes],
+                "stages": [f.progress_stage for f in finishes],
+                "dones": [f.progress_done for f in finishes],
+                "totals": [f.progress_total for f in finishes],
             },
         ).all()
         return _written(rows)
@@ -406,6 +425,9 @@ def _finish(
             "refund": 1 if f.refund else 0,
             "reconcile": f.needs_reconcile,
             "result": f.result_ref,
+            "stage": f.progress_stage,
+            "done": f.progress_done,
+            "total": f.progress_total,
         }
         for f in finishes
     ]

@@ -234,6 +234,18 @@ def get_attempts(conn: Connection, job_id: uuid.UUID) -> Sequence[RowMapping]:
     )
 
 
+def unfinished_runs(
+    conn: Connection, job_ids: Sequence[uuid.UUID]
+) -> list[tuple[uuid.UUID, str | None, str]]:
+    """(job id, dedup key, state) of each of ``job_ids``, oldest first: what a refusal names."""
+    rows = conn.execute(
+        select(jobs.c.job_id, jobs.c.dedup_key, jobs.c.state)
+        .where(jobs.c.job_id.in_(list(job_ids)))
+        .order_by(jobs.c.created_at, jobs.c.job_id)
+    ).all()
+    return [(r[0], r[1], str(r[2])) for r in rows]
+
+
 def unfinished_jobs_of_schedules(
     conn: Connection, names: Sequence[str]
 ) -> dict[str, list[uuid.UUID]]:

@@ -10,13 +10,15 @@ plain INSERTs into ``metric_inbox``, which lock nothing another transaction
 waits for; a flusher moves them into the aggregates (``drain_inbox``), and the
 readers count what is still in the inbox, so nothing is missed in between.
 The tables are small: one row per label set and bucket (and per minute for
-the last two hours).
+the last two hours). The series of a job type or schedule that is gone from
+the applied configuration are deleted once none of its jobs remains
+(``forget_series_of_gone``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,7 +26,15 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, delete, func, select, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
-from rota.core.metric_deltas import CANCEL_LATENCY, END_TO_END, Deltas, Key, delta
+from rota.core.metric_deltas import (
+    CANCEL_LATENCY,
+    END_TO_END,
+    STORED_METRICS,
+    Deltas,
+    Key,
+    decode_labels,
+    delta,
+)
 from rota.core.queries.jobs_read import database_now
 from rota.core.queries.sqlparams import in_schema
 from rota.core.sqltime import db_now
@@ -217,6 +227,46 @@ def read_minutes(
             stmt = stmt.where(table.c.metric.in_(list(metrics)))
         parts.append(stmt)
     return conn.execute(union_all(*parts), execution_options=in_schema(schema)).mappings().all()
+
+
+# The jobs column that holds each label a series may be forgotten by.
+_JOBS_COLUMN = {"job_type": jobs.c.job_type, "schedule": jobs.c.schedule_name}
+
+
+def forget_series_of_gone(conn: Connection, label: str, live: Collection[str]) -> list[str]:
+    """Delete the series whose ``label`` value is not in ``live`` and no job of it remains.
+
+    ``label`` is ``job_type`` or ``schedule``; every stored metric that has that
+    label is looked at, in ``metric_totals`` and ``metric_minutes``. Returns the
+    values forgotten, sorted. A value that comes back later (a job of it is made
+    again) starts a new series from zero, as Prometheus expects of a counter reset.
+    """
+    column = _JOBS_COLUMN[label]
+    positions = {m.name: m.labels.index(label) for m in STORED_METRICS if label in m.labels}
+    candidates: set[str] = set()
+    keys = conn.execute(select(metric_totals.c.metric, metric_totals.c.labels).distinct()).all()
+    by_value: dict[str, list[tuple[str, str]]] = {}
+    for metric, labels in keys:
+        at = positions.get(metric)
+        if at is None:
+            continue
+        value = decode_labels(labels)[at]
+        if value not in live:
+            candidates.add(value)
+            by_value.setdefault(value, []).append((metric, labels))
+    if not candidates:
+        return []
+    in_use = set(
+        conn.execute(select(column).where(column.in_(sorted(candidates))).distinct()).scalars()
+    )
+    gone = sorted(candidates - in_use)
+    for value in gone:
+        for table in (metric_totals, metric_minutes):
+            for metric, labels in by_value[value]:
+                conn.execute(
+                    delete(table).where(table.c.metric == metric, table.c.labels == labels)
+                )
+    return gone
 
 
 def prune_minutes(conn: Connection, before: datetime) -> int:

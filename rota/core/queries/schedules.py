@@ -384,6 +384,12 @@ def get_schedule(conn: Connection, name: str, *, lock: bool = False) -> RowMappi
     return conn.execute(stmt).mappings().first()
 
 
+def live_schedule_names(conn: Connection) -> list[str]:
+    """The schedules of the applied configuration: every one not marked removed."""
+    stmt = select(schedules.c.name).where(~schedules.c.removed).order_by(schedules.c.name)
+    return list(conn.execute(stmt).scalars())
+
+
 def schedule_names(conn: Connection) -> list[str]:
     return list(conn.execute(select(schedules.c.name).order_by(schedules.c.name)).scalars())
 

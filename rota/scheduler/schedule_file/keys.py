@@ -31,6 +31,7 @@ from rota.core.config import (
     Nonexistent,
     OverlapPolicy,
 )
+from rota.core.storable import PAYLOAD_REF_MAX
 from rota.scheduler.schedule_file import fields
 from rota.scheduler.schedule_file.yaml_tree import Report
 
@@ -86,7 +87,7 @@ SCHEDULE_FIELDS: dict[str, Parser] = {
     ),
     "jitter": _simple(lambda n: fields.duration(n, maximum=MAX_JITTER)),
     "overlap": _simple(lambda n: fields.choice(n, OverlapPolicy)),
-    "payload_ref": _simple(fields.text),
+    "payload_ref": _simple(lambda n: fields.text(n, max_chars=PAYLOAD_REF_MAX)),
     "args": _simple(fields.json_mapping),
     "exclude_dates": _simple(fields.dates),
     "deadline": _simple(lambda n: fields.duration(n, minimum=MIN_DEADLINE, maximum=MAX_DEADLINE)),

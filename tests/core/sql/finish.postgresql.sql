@@ -5,9 +5,10 @@ WITH b AS MATERIALIZED (
         CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]),
         CAST(:delays AS double precision[]), CAST(:refunds AS integer[]),
         CAST(:reconciles AS boolean[]), CAST(:results AS text[]),
-        CAST(:outputs AS text[]), CAST(:dropped AS bigint[])
+        CAST(:outputs AS text[]), CAST(:dropped AS bigint[]),
+        CAST(:stages AS text[]), CAST(:dones AS bigint[]), CAST(:totals AS bigint[])
     ) AS b(job_id, gen, target, outcome, code, detail, delay, refund, reconcile,
-           result_ref, output, dropped)
+           result_ref, output, dropped, stage, done, total)
 ),
 done AS (
     UPDATE jobs AS j SET
@@ -21,6 +22,9 @@ done AS (
                              ELSE b.detail END,
     needs_reconcile = coalesce(b.reconcile, j.needs_reconcile),
     result_ref = coalesce(b.result_ref, j.result_ref),
+    progress_stage = coalesce(b.stage, j.progress_stage),
+    progress_done = coalesce(b.done, j.progress_done),
+    progress_total = coalesce(b.total, j.progress_total),
     finished_at = CASE WHEN CASE WHEN j.state = 'CANCEL_REQUESTED' AND b.target IN ('RETRY_WAIT', 'QUEUED') THEN 'CANCELLED' ELSE b.target END IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN coalesce(CAST(:now AS timestamptz), now()) ELSE NULL END,
     updated_at = coalesce(CAST(:now AS timestamptz), now())
     FROM b

@@ -8,7 +8,10 @@ WITH b AS MATERIALIZED (
            json_extract(value, '$.delay') AS delay,
            json_extract(value, '$.refund') AS refund,
            json_extract(value, '$.reconcile') AS reconcile,
-           json_extract(value, '$.result') AS result_ref
+           json_extract(value, '$.result') AS result_ref,
+           json_extract(value, '$.stage') AS stage,
+           json_extract(value, '$.done') AS done,
+           json_extract(value, '$.total') AS total
     FROM json_each(:batch)
 )
 UPDATE jobs SET
@@ -22,6 +25,9 @@ UPDATE jobs SET
                              ELSE b.detail END,
     needs_reconcile = coalesce(b.reconcile, jobs.needs_reconcile),
     result_ref = coalesce(b.result_ref, jobs.result_ref),
+    progress_stage = coalesce(b.stage, jobs.progress_stage),
+    progress_done = coalesce(b.done, jobs.progress_done),
+    progress_total = coalesce(b.total, jobs.progress_total),
     finished_at = CASE WHEN CASE WHEN jobs.state = 'CANCEL_REQUESTED' AND b.target IN ('RETRY_WAIT', 'QUEUED') THEN 'CANCELLED' ELSE b.target END IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now')) ELSE NULL END,
     updated_at = coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
 FROM b
