@@ -190,7 +190,9 @@ def test_each_missed_deadline_is_recorded_and_posted_once_despite_a_killed_repli
         rota(db_url, "apply", str(schedule_file))
         victim = replicas.start()
         replicas.start()
-        executors.start(ready=True, env={ENV: SECRET})  # the only process with the secret
+        # The only process with the secret; polling often, so its job_failed POST is
+        # seconds ahead of the first deadline's.
+        executors.start("--poll-interval", "0.2", ready=True, env={ENV: SECRET})
         receiver.answers.append(500)  # to the first POST
         instant = (clock(engine) + LEAD).replace(microsecond=0)
         write(instant)
@@ -198,12 +200,13 @@ def test_each_missed_deadline_is_recorded_and_posted_once_despite_a_killed_repli
         assert pause(engine, "d-paused")
         assert clock(engine) < instant - timedelta(seconds=1), "applying took too long"
 
-        wait_for(lambda: clock(engine) >= instant + timedelta(seconds=1), timeout=30)
-        victim.send_signal(signal.SIGKILL)  # between the instant and every deadline
-        victim.wait(10)
         # The failing job's job_failed comes first, seconds before any deadline.
         first = wait_for(receiver.all, timeout=30, what="the first POST")[0]
         receiver.down()
+        assert first.body["event"] == "job_failed", first.body
+        wait_for(lambda: clock(engine) >= instant + timedelta(seconds=1), timeout=30)
+        victim.send_signal(signal.SIGKILL)  # between the instant and every deadline
+        victim.wait(10)
 
         rows = _late_records_once_each(engine, instant)
         wait_for(
