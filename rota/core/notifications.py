@@ -76,9 +76,11 @@ def is_loopback(host: str) -> bool:
 
 
 def shown_url(url: str) -> str:
-    """Scheme, host and port only: a webhook's path often is its secret (Slack's is)."""
+    """Scheme, host and port only: a webhook's path often is its secret (Slack's is),
+    and a query or fragment (``?token=...``) as often."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}/..." if parts.path not in ("", "/") else url
+    hidden = parts.path not in ("", "/") or parts.query or parts.fragment
+    return f"{parts.scheme}://{parts.netloc}/..." if hidden else url
 
 
 @dataclass(frozen=True)

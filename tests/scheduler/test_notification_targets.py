@@ -86,6 +86,37 @@ def test_check_and_apply_show_the_targets_without_their_paths(
         assert conn.execute(select(notification_targets)).all() == []
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.example.com?token=the-token-is-a-secret",
+        "https://hooks.example.com/?token=the-token-is-a-secret",
+        "https://hooks.example.com#the-token-is-a-secret",
+        "https://hooks.example.com/hook/the-token-is-a-secret?x=1",
+    ],
+)
+def test_check_and_apply_show_neither_a_urls_query_nor_the_secret(
+    url: str,
+    db_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the scheme and the host: a query or fragment carries a token as often as a
+    path does; and the secret's value, even where the variable is set, is never read."""
+    monkeypatch.setenv("OPS_HOOK_SECRET", "the-secret-value")
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        HEAD + TARGET.replace("https://hooks.example.com/services/T0/B0/the-path-is-a-secret", url)
+    )
+    for argv in (("check", str(path)), ("apply", str(path), "--dry-run", "--db", db_url)):
+        code, out, err = rota(capsys, *argv)
+        assert code == 0, err
+        assert "notification ops-hook: " in out and "https://hooks.example.com/..." in out
+        assert "the-token-is-a-secret" not in out + err, argv
+        assert "the-secret-value" not in out + err and "$OPS_HOOK_SECRET" in out
+
+
 def _problems(text: str) -> list[str]:
     with pytest.raises(ConfigError) as caught:
         load_schedule_text(HEAD + text, "n.yaml")

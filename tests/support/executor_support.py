@@ -193,15 +193,18 @@ class Executors:
         self.logdir = logdir
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *options: str, ready: bool = False) -> subprocess.Popen[bytes]:
-        """Start one; with ``ready``, return once it runs (signal handlers installed)."""
+    def start(
+        self, *options: str, ready: bool = False, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start one (``env`` added to its environment only); with ``ready``, return
+        once it runs (signal handlers installed)."""
         path = self.logdir / f"executor-{len(self.procs)}.log"
         log = open(path, "wb")  # noqa: SIM115
         level = "INFO" if ready else "WARNING"
         proc = subprocess.Popen(
             [sys.executable, "-m", "rota.cli.main", "executor", "--log-level", level, *options],
             cwd=REPO_ROOT,
-            env=subprocess_env(self.db_url),
+            env=subprocess_env(self.db_url, **(env or {})),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
