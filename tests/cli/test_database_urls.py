@@ -64,12 +64,17 @@ def test_a_non_numeric_port_is_a_message(capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.parametrize("command", ["jobs", "migrate", "enqueue x", "apply f.yaml", "backfill"])
 def test_an_unescaped_at_sign_never_leaks_the_tail_of_the_password(
-    capsys: pytest.CaptureFixture[str], command: str
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Parsed naively, the host would be "Passw0rd@127.0.0.1": a resolver error
     # ("failed to resolve host 'Passw0rd@127.0.0.1'") would print the tail.
     url = "postgresql+psycopg://rota:S3cret@Passw0rd@127.0.0.1/rota"
     argv = command.split()
+    monkeypatch.chdir(tmp_path)  # apply reads its file before it opens the database
+    (tmp_path / "f.yaml").write_text("job_types:\n  w: {handler: 'm:f'}\n")
     if command == "backfill":
         argv += ["s", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"]
     code, output = rota(capsys, *argv, "--db", url)
