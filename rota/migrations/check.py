@@ -23,7 +23,7 @@ from rota.core.database import (
     short_error,
 )
 
-HEAD = "0012"
+HEAD = "0014"
 VERSION_TABLE = "alembic_version"
 
 
