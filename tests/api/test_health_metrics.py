@@ -6,6 +6,7 @@ is scraped; the expected values are read from the jobs the run left.
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime, timedelta
 
 import httpx
@@ -20,6 +21,7 @@ from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.scheduler.service import SchedulerService
 from tests.api.test_metrics import samples, value
+from tests.deploy.kit import tool
 from tests.support.api_support import running_api
 from tests.support.executor_support import add_jobs, job_row, job_type, store_types, wait_for
 
@@ -59,6 +61,15 @@ def _scrape(engine: Engine) -> list[Sample]:
         return samples(client.get("/metrics").text)
 
 
+def _promtool_accepts(text: str) -> None:
+    """``promtool check metrics``: the text format, parsed and linted by Prometheus's own tool."""
+    promtool = tool("promtool", "Debian: apt-get install prometheus, which ships promtool")
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _named(all_samples: list[Sample], name: str) -> list[Sample]:
     return [s for s in all_samples if s.name == name]
 
@@ -92,7 +103,10 @@ def test_schedule_health_after_real_runs(engine: Engine) -> None:
 
         wait_for(all_ended, what="every occurrence ended")
         wait_for(lambda: job_row(engine, slow_id)["state"] == "RUNNING", what="slow running")
-        s = _scrape(engine)
+        with running_api(engine) as base, httpx.Client(base_url=base) as client:
+            text = client.get("/metrics").text
+        _promtool_accepts(text)
+        s = samples(text)
 
         works = _ended(engine, "works")
         breaks = _ended(engine, "breaks")
