@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 
+from rota.core.database import make_engine
 from rota.core.queries.jobs_control import replay_jobs, request_cancel
 from rota.core.queries.jobs_lease import sweep_expired_leases
 from rota.core.queries.jobs_outcome import Finish, complete_if_lease_held, finish_if_lease_held
@@ -23,7 +24,9 @@ from rota.core.queries.schedule_outcomes import (
     schedule_outcomes,
 )
 from rota.core.states import AttemptOutcome, JobState
+from rota.core.tables import jobs
 from rota.core.timefmt import occurrence_key
+from rota.migrations.runner import upgrade
 from tests.support.executor_support import add_jobs, claim_as, job_type, store_types
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -136,3 +139,30 @@ def test_ad_hoc_jobs_record_nothing(engine: Engine) -> None:
     end(engine, gens, (job_id, JobState.SUCCEEDED))
     with engine.connect() as conn:
         assert schedule_outcomes(conn) == {}
+
+
+def test_the_migration_fills_the_rows_from_the_jobs_already_ended(empty_db_url: str) -> None:
+    engine = make_engine(empty_db_url)
+    try:
+        upgrade(engine, "0012")
+        store_types(engine, SPEC)
+        ids = {n: occurrence(engine, n) for n in (1, 2, 3, 4)}
+        ended = {1: "SUCCEEDED", 2: "SUCCEEDED", 3: "FAILED"}  # 4 still waits
+        with engine.begin() as conn:
+            for n, state in ended.items():
+                conn.execute(
+                    update(jobs)
+                    .where(jobs.c.job_id == ids[n])
+                    .values(state=state, finished_at=at(n) + timedelta(minutes=1))
+                )
+        upgrade(engine)
+        got = row(engine)
+        assert got is not None
+        assert (got.state, got.instant, got.finished_at, got.success_instant) == (
+            JobState.FAILED,
+            at(3),
+            at(3) + timedelta(minutes=1),
+            at(2),
+        )
+    finally:
+        engine.dispose()
