@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine, update
 
@@ -37,7 +38,7 @@ def at(n: int) -> datetime:
     return T0 + timedelta(days=n)
 
 
-def occurrence(engine: Engine, n: int, schedule: str = "s", **kwargs: object) -> uuid.UUID:
+def occurrence(engine: Engine, n: int, schedule: str = "s", **kwargs: Any) -> uuid.UUID:
     (job_id,) = add_jobs(
         engine,
         SPEC,
