@@ -21,8 +21,15 @@ ceiling of ``--ceiling-ms`` (1 s).
 The history is inserted with one ``INSERT ... SELECT generate_series`` per
 million rows (no per-row round trip), then ``VACUUM ANALYZE``.
 
+The timings are wall time (p50, p95) and this process's CPU time (p50: what
+``rota serve`` spends, apart from the database's own work), since a shared
+machine's load stretches wall time. ``--keep NAME`` fills a PostgreSQL
+database of that name once and keeps it: a later run with the same name
+measures what it holds (10 million finished jobs take several minutes to
+insert; drop it by hand when done).
+
 Run: ``python -m bench.bench_metrics [--finished N] [--sqlite-finished N]
-[--waiting N] [--schedules N]``
+[--waiting N] [--schedules N] [--keep NAME] [--no-sqlite]``
 (``ROTA_BENCH_PG_URL`` names the server, default
 ``postgresql://postgres@127.0.0.1:5432/test``).
 """
@@ -103,69 +110,107 @@ def fill(engine: Engine, finished: int, waiting: int) -> None:
                 delta(QUEUE_WAIT, (t,), v, deltas)
                 delta(EXECUTION, (t, "SUCCEEDED"), v, deltas)
         add_metric_deltas(conn, deltas)
+    chunks = [min(CHUNK, finished - k) for k in range(0, finished, CHUNK)]
+    started = time.perf_counter()
+    for n in chunks:
+        insert_jobs(engine, n, "SUCCEEDED")
+    took = time.perf_counter() - started
+    print(f"  {engine.dialect.name}: {finished:,} finished jobs inserted in {took:,.0f} s")
+    fill_waiting(engine, waiting)
+
+
+def insert_jobs(engine: Engine, n: int, state: str) -> None:
+    """``n`` jobs in ``state`` in one INSERT ... SELECT (no row crosses the wire)."""
     pg = engine.dialect.name == "postgresql"
     uid = "gen_random_uuid()" if pg else "lower(hex(randomblob(16)))"
     now = "now()" if pg else "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
     series = _PG_SERIES if pg else _SQLITE_SERIES
-    chunks = [(min(CHUNK, finished - k), "SUCCEEDED") for k in range(0, finished, CHUNK)]
-    started = time.perf_counter()
-    for n, state in [*chunks, (waiting, "QUEUED")]:
-        finished_at = now if state == "SUCCEEDED" else "NULL"
-        with engine.begin() as conn:
-            conn.execute(
-                text(f"""
-                INSERT INTO jobs (job_id, job_type, pool, state, run_after, created_at,
-                                  updated_at, finished_at, attempt_count, schedule_name,
-                                  scheduled_for)
-                SELECT {uid}, 'type' || (i % 20), 'pool' || ((i % 20) % 4), '{state}',
-                       {now}, {now}, {now}, {finished_at}, 0,
-                       CASE WHEN i % 2 = 0 THEN 'schedule-' || (i % 100000) END,
-                       CASE WHEN i % 2 = 0 THEN {now} END
-                FROM {series}
-                """),
-                {"n": n},
-            )
-    took = time.perf_counter() - started
-    print(f"  {engine.dialect.name}: {finished + waiting:,} jobs inserted in {took:,.0f} s")
-    if pg:
+    finished_at = now if state == "SUCCEEDED" else "NULL"
+    with engine.begin() as conn:
+        conn.execute(
+            text(f"""
+            INSERT INTO jobs (job_id, job_type, pool, state, run_after, created_at,
+                              updated_at, finished_at, attempt_count, schedule_name,
+                              scheduled_for)
+            SELECT {uid}, 'type' || (i % 20), 'pool' || ((i % 20) % 4), '{state}',
+                   {now}, {now}, {now}, {finished_at}, 0,
+                   CASE WHEN i % 2 = 0 THEN 'schedule-' || (i % 100000) END,
+                   CASE WHEN i % 2 = 0 THEN {now} END
+            FROM {series}
+            """),
+            {"n": n},
+        )
+
+
+def fill_waiting(engine: Engine, waiting: int) -> None:
+    """The waiting jobs (once), then ``VACUUM ANALYZE`` on PostgreSQL."""
+    with engine.connect() as conn:
+        queued = conn.execute(text("SELECT count(*) FROM jobs WHERE state = 'QUEUED'")).scalar()
+    if not queued:
+        insert_jobs(engine, waiting, "QUEUED")
+    if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").execute(
                 text("VACUUM ANALYZE jobs")
             )
 
 
-def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
+def held(engine: Engine) -> tuple[int, int]:
+    """(finished jobs, schedules) in a kept database."""
+    with engine.connect() as conn:
+        finished = conn.execute(
+            text("SELECT count(*) FROM jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')")
+        ).scalar_one()
+        n_schedules = conn.execute(text("SELECT count(*) FROM schedules")).scalar_one()
+    return int(finished), int(n_schedules)
+
+
+def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """p50 and p95 of the wall time, and p50 of this process's CPU time, in ms."""
     took = []
+    cpu = []
     for _ in range(runs):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         took.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
     took.sort()
-    return statistics.median(took), took[int(0.95 * (len(took) - 1))]
+    return statistics.median(took), took[int(0.95 * (len(took) - 1))], statistics.median(cpu)
 
 
 def measure(
-    name: str, engine: Engine, finished: int, waiting: int, n_schedules: int, ceiling_ms: float
+    name: str,
+    engine: Engine,
+    finished: int,
+    waiting: int,
+    n_schedules: int,
+    ceiling_ms: float,
+    *,
+    filled: bool = False,
 ) -> None:
     upgrade(engine)
-    fill_schedules(engine, n_schedules)
-    fill(engine, finished, waiting)
+    if filled:  # a kept database: measure what it holds
+        fill_waiting(engine, waiting)
+        finished, n_schedules = held(engine)
+    else:
+        fill_schedules(engine, n_schedules)
+        fill(engine, finished, waiting)
     spec = JobTypeSpec(
         name="type3", handler="m:f", max_queued=waiting, max_queue_age=timedelta(hours=1)
     )
-    p50, p95 = timed(lambda: exposition(engine, FailedCounts()), 20)  # each one counts
+    p50, p95, cpu = timed(lambda: exposition(engine, FailedCounts()), 20)  # each one counts
 
     def check() -> None:
         with engine.begin() as conn:
             check_backpressure(conn, spec, Submission(1, 0))
 
-    c50, c95 = timed(check, 50)
+    c50, c95, _ = timed(check, 50)
     size = len(exposition(engine, FailedCounts()))
     verdict = "under" if p95 < ceiling_ms else "OVER"
     print(
         f"{name:10}  {finished:>10,} finished  {waiting:>7,} waiting  {n_schedules:>7,} schedules  "
-        f"scrape p50 {p50:7.1f} ms  p95 {p95:7.1f} ms ({size / 1e6:.1f} MB; "
-        f"{verdict} the {ceiling_ms:,.0f} ms ceiling)   "
+        f"scrape p50 {p50:7.1f} ms  p95 {p95:7.1f} ms (rota's CPU p50 {cpu:6.1f} ms; "
+        f"{size / 1e6:.1f} MB; p95 {verdict} the {ceiling_ms:,.0f} ms ceiling)   "
         f"backpressure check p50 {c50:5.2f} ms  p95 {c95:5.2f} ms"
     )
 
@@ -178,11 +223,20 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=100_000)
     parser.add_argument("--ceiling-ms", type=float, default=1000.0)
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument(
+        "--keep",
+        metavar="DATABASE",
+        help="fill this PostgreSQL database once and keep it; a later run measures what it holds",
+    )
     args = parser.parse_args()
     admin = os.environ.get("ROTA_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-    name = f"rota_bench_metrics_{uuid.uuid4().hex[:8]}"
+    name = args.keep or f"rota_bench_metrics_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        filled = bool(
+            conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        )
+        if not filled:
+            conn.execute(f'CREATE DATABASE "{name}"')
     url = make_url(admin).set(drivername="postgresql+psycopg", database=name)
     engine = make_engine(url.render_as_string(hide_password=False))
     try:
@@ -193,11 +247,13 @@ def main() -> None:
             args.waiting,
             args.schedules,
             args.ceiling_ms,
+            filled=filled,
         )
     finally:
         engine.dispose()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if args.keep is None:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     if args.no_sqlite:
         return
     with tempfile.TemporaryDirectory() as tmp:

@@ -49,7 +49,9 @@ SET_ASIDE = (
 
 def _label(value: str) -> str:
     """A label value as the text format quotes it."""
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return value
 
 
 def _header(name: str, help_text: str) -> str:
@@ -58,28 +60,23 @@ def _header(name: str, help_text: str) -> str:
 
 def schedule_text(rows: Sequence[ScheduleHealth]) -> bytes:
     """The per-schedule families in the Prometheus text format (0.0.4)."""
-    labels = [f'{{schedule="{_label(r.name)}"}} ' for r in rows]
-    pairs = list(zip(labels, rows, strict=True))
-    out = [_header(*LAST_SUCCESS)]
+    quoted = [(_label(r[0]), r) for r in rows]
     name = LAST_SUCCESS[0]
-    out += [f"{name}{lb}{r.last_success!r}\n" for lb, r in pairs if r.last_success is not None]
-    out.append(_header(*LAST_OUTCOME))
+    out = [_header(*LAST_SUCCESS)]
+    out += [f'{name}{{schedule="{q}"}} {r[6]!r}\n' for q, r in quoted if r[6] is not None]
     name = LAST_OUTCOME[0]
-    out += [
-        f'{name}{lb[:-2]},state="{_label(r.last_state)}"}} {r.last_instant!r}\n'
-        for lb, r in pairs
-        if r.last_state is not None and r.last_instant is not None
+    out.append(_header(*LAST_OUTCOME))
+    out += [  # the state is one of the terminal states: nothing to quote
+        f'{name}{{schedule="{q}",state="{r[4]}"}} {r[5]!r}\n' for q, r in quoted if r[5] is not None
     ]
-    out.append(_header(*NEXT_FIRE))
     name = NEXT_FIRE[0]
+    out.append(_header(*NEXT_FIRE))
     out += [
-        f"{name}{lb}{r.next_fire!r}\n"
-        for lb, r in pairs
-        if r.next_fire is not None and not r.paused
+        f'{name}{{schedule="{q}"}} {r[3]!r}\n' for q, r in quoted if r[3] is not None and not r[1]
     ]
-    for (name, help_text), flag in ((PAUSED, "paused"), (SET_ASIDE, "set_aside")):
+    for (name, help_text), column in ((PAUSED, 1), (SET_ASIDE, 2)):
         out.append(_header(name, help_text))
-        out += [f"{name}{lb}{'1.0' if getattr(r, flag) else '0.0'}\n" for lb, r in pairs]
+        out += [f'{name}{{schedule="{q}"}} {r[column]}\n' for q, r in quoted]
     return "".join(out).encode()
 
 

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import NamedTuple
 
 from sqlalchemy import Connection, TextClause, text
 
@@ -139,43 +138,44 @@ def outcome_of_schedule(conn: Connection, name: str) -> ScheduleOutcome | None:
     return None if row is None else _outcome(row)
 
 
-class ScheduleHealth(NamedTuple):
-    """What ``GET /metrics`` reports of one schedule (instants as Unix seconds)."""
-
-    name: str
-    paused: bool
-    set_aside: bool
-    next_fire: float | None
-    last_state: str | None
-    last_instant: float | None
-    last_success: float | None
+# What ``GET /metrics`` reports of one schedule, instants as Unix seconds:
+# (name, paused 1/0, set aside 1/0, next fire, last state, last instant, last success).
+ScheduleHealth = tuple[str, int, int, float | None, str | None, float | None, float | None]
 
 
-_HEALTH = text("""
-    SELECT s.name, s.paused, s.set_aside_reason IS NOT NULL, s.next_fire_at,
-           o.last_state, o.last_instant, o.last_success_instant
-    FROM schedules s LEFT JOIN schedule_outcomes o ON o.schedule_name = s.name
-    WHERE NOT s.removed
-    ORDER BY s.name
-""")
+def _epoch(column: str, pg: bool) -> str:
+    """``column`` as Unix seconds, computed by the database (a scrape reads 300,000)."""
+    if pg:
+        return f"CAST(extract(epoch FROM {column}) AS double precision)"
+    # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff': whole seconds, plus the fraction.
+    return f"(CAST(strftime('%s', {column}) AS REAL) + CAST(substr({column}, 20) AS REAL))"
 
 
-def _seconds(value: object) -> float | None:
-    instant = read_utc(value)
-    return None if instant is None else instant.timestamp()
+@cache
+def _health(pg: bool) -> str:
+    return f"""
+        SELECT s.name,
+               CASE WHEN s.paused THEN 1 ELSE 0 END,
+               CASE WHEN s.set_aside_reason IS NULL THEN 0 ELSE 1 END,
+               {_epoch("s.next_fire_at", pg)},
+               o.last_state,
+               {_epoch("o.last_instant", pg)},
+               {_epoch("o.last_success_instant", pg)}
+        FROM schedules s LEFT JOIN schedule_outcomes o ON o.schedule_name = s.name
+        WHERE NOT s.removed
+        ORDER BY s.name
+    """
 
 
 def schedule_health(conn: Connection) -> list[ScheduleHealth]:
-    """Every schedule not removed, by name: one row each, read with its outcome row."""
-    return [
-        ScheduleHealth(
-            str(r[0]),
-            bool(r[1]),
-            bool(r[2]),
-            _seconds(r[3]),
-            None if r[4] is None else str(r[4]),
-            _seconds(r[5]),
-            _seconds(r[6]),
-        )
-        for r in conn.execute(_HEALTH).all()
-    ]
+    """Every schedule not removed, by name: one plain tuple each, with its outcome row.
+
+    Read through the driver's own cursor: at 100,000 schedules, making result
+    rows and then tuples of them took longer than the query.
+    """
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(_health(is_pg(conn)))
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
