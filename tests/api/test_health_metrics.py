@@ -6,15 +6,19 @@ is scraped; the expected values are read from the jobs the run left.
 
 from __future__ import annotations
 
+import json
 import subprocess
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 from prometheus_client.samples import Sample
 from sqlalchemy import Engine, select
 
+from rota.cli.main import main
 from rota.core.queries.jobs_read import database_now
 from rota.core.tables import jobs, schedules
+from rota.core.timefmt import utc_key
 from rota.executor.service import Executor
 from rota.operations.schedules import pause
 from rota.scheduler.apply import apply_schedule_file
@@ -74,7 +78,9 @@ def _named(all_samples: list[Sample], name: str) -> list[Sample]:
     return [s for s in all_samples if s.name == name]
 
 
-def test_schedule_health_after_real_runs(engine: Engine) -> None:
+def test_schedule_health_after_real_runs(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with engine.connect() as conn:
         now = database_now(conn)
     apply_schedule_file(
@@ -150,6 +156,16 @@ def test_schedule_health_after_real_runs(engine: Engine) -> None:
         assert one["last_outcome"]["state"] == "FAILED"
         assert one["last_outcome"]["instant"] == listed["breaks"]["last_outcome"]["instant"]
         assert one["last_outcome"]["finished_at"] is not None
+        # ...and in `rota schedules`.
+        assert main(["schedules", "--json", "--db", db_url]) == 0
+        shown = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+        assert shown["breaks"]["last_outcome"]["state"] == "FAILED"
+        assert shown["breaks"]["last_success"] is None
+        assert shown["works"]["last_success"] == utc_key(
+            datetime.fromtimestamp(newest_success, UTC)
+        )
+        assert main(["schedules", "--db", db_url]) == 0
+        assert "    last outcome: FAILED for " in capsys.readouterr().out
 
         # A fixed handler path clears it at the executor's next refresh.
         fixed = FILE.format(broken="tests.handlers.plain:noop")
