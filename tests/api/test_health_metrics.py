@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.samples import Sample
 from sqlalchemy import Engine, select
 
+from rota.api.health_metrics import schedule_text
 from rota.cli.main import main
 from rota.core.queries.jobs_read import database_now
 from rota.core.tables import jobs, schedules
@@ -197,3 +198,23 @@ def test_an_executor_that_is_gone_reports_nothing(engine: Engine) -> None:
         ex.shutdown(drain_timeout=0)
     s = _scrape(engine)
     assert value(s, "rota_handler_unavailable", job_type="health.broken") == 0
+
+
+def test_schedule_names_are_quoted_as_the_text_format_wants() -> None:
+    hostile = 'a"b\\c\nd é'
+    text = schedule_text(
+        [(hostile, 1, 1, 5.0, "FAILED", 1.5, None), ("plain", 0, 0, 7.25, None, None, 2.0)]
+    )
+    _promtool_accepts(text.decode())
+    s = samples(text.decode())
+    assert (
+        value(s, "rota_schedule_last_outcome_timestamp_seconds", schedule=hostile, state="FAILED")
+        == 1.5
+    )
+    assert value(s, "rota_schedule_paused", schedule=hostile) == 1
+    assert value(s, "rota_schedule_set_aside", schedule=hostile) == 1
+    assert value(s, "rota_schedule_next_fire_timestamp_seconds", schedule="plain") == 7.25
+    assert [x.labels for x in _named(s, "rota_schedule_next_fire_timestamp_seconds")] == [
+        {"schedule": "plain"}  # a paused schedule has no next fire
+    ]
+    assert value(s, "rota_schedule_last_success_timestamp_seconds", schedule="plain") == 2.0
