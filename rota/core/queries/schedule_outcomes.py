@@ -145,8 +145,8 @@ ScheduleHealth = tuple[str, int, int, float | None, str | None, float | None, fl
 
 def _epoch(column: str, pg: bool) -> str:
     """``column`` as Unix seconds, computed by the database (a scrape reads 300,000)."""
-    if pg:
-        return f"CAST(extract(epoch FROM {column}) AS double precision)"
+    if pg:  # date_part is a double; extract's numeric took twice as long at 100,000 rows
+        return f"date_part('epoch', {column})"
     # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff': whole seconds, plus the fraction.
     return f"(CAST(strftime('%s', {column}) AS REAL) + CAST(substr({column}, 20) AS REAL))"
 
