@@ -22,9 +22,10 @@ The history is inserted with one ``INSERT ... SELECT generate_series`` per
 million rows (no per-row round trip), then ``VACUUM ANALYZE``.
 
 The timings are wall time (p50, p95, and the fastest of the 20, the nearest to
-an idle machine) and this process's CPU time (p50: what ``rota serve``
-spends, apart from the database's own work), since a shared machine's load
-stretches wall time. ``--keep NAME`` fills a PostgreSQL
+an idle machine) and CPU time (p50): this process's (what ``rota serve``
+spends) and, on a local PostgreSQL, the database server's (its backends'
+time in ``/proc``), since a shared machine's load stretches wall time and
+not CPU time. ``--keep NAME`` fills a PostgreSQL
 database of that name once and keeps it: a later run with the same name
 measures what it holds (10 million finished jobs take several minutes to
 insert; drop it by hand when done).
@@ -164,18 +165,53 @@ def held(engine: Engine) -> tuple[int, int]:
     return int(finished), int(n_schedules)
 
 
-def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float, float]:
-    """p50 and p95 of the wall time, its minimum, and p50 of this process's CPU time, in ms."""
+_TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_ms(engine: Engine) -> float | None:
+    """CPU time used so far by the server processes of this database (a local server only).
+
+    Read from ``/proc`` (user + system time of each backend), so the database's
+    share of a scrape is measured the way this process's own is: apart from
+    the waiting a loaded machine adds. None where ``/proc`` cannot tell.
+    """
+    if engine.dialect.name != "postgresql":
+        return None
+    with engine.connect() as conn:
+        pids = conn.execute(
+            text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        ).scalars()
+        total = 0.0
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return None
+            total += (int(fields[11]) + int(fields[12])) * _TICK_MS  # utime, stime
+    return total
+
+
+def timed(
+    fn: Callable[[], object], runs: int, server: Callable[[], float | None] | None = None
+) -> tuple[float, float, float, float, float | None]:
+    """p50 and p95 of the wall time, its minimum, and the p50 of this process's CPU time
+    and of the database server's (None: not measured), in ms."""
     took = []
     cpu = []
+    served: list[float] = []
     for _ in range(runs):
+        before = server() if server is not None else None
         start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         took.append((time.perf_counter() - start) * 1000)
         cpu.append((time.process_time() - start_cpu) * 1000)
+        after = server() if server is not None else None
+        if before is not None and after is not None:
+            served.append(after - before)
     took.sort()
     p95 = took[int(0.95 * (len(took) - 1))]
-    return statistics.median(took), p95, took[0], statistics.median(cpu)
+    db = statistics.median(served) if served else None
+    return statistics.median(took), p95, took[0], statistics.median(cpu), db
 
 
 def measure(
@@ -198,19 +234,24 @@ def measure(
     spec = JobTypeSpec(
         name="type3", handler="m:f", max_queued=waiting, max_queue_age=timedelta(hours=1)
     )
-    p50, p95, least, cpu = timed(lambda: exposition(engine, FailedCounts()), 20)  # each one counts
+    p50, p95, least, cpu, db = timed(
+        lambda: exposition(engine, FailedCounts()),  # each one counts
+        20,
+        lambda: server_cpu_ms(engine),
+    )
 
     def check() -> None:
         with engine.begin() as conn:
             check_backpressure(conn, spec, Submission(1, 0))
 
-    c50, c95, _, _ = timed(check, 50)
+    c50, c95, *_ = timed(check, 50)
     size = len(exposition(engine, FailedCounts()))
     verdict = "under" if p95 < ceiling_ms else "OVER"
     print(
         f"{name:10}  {finished:>10,} finished  {waiting:>7,} waiting  {n_schedules:>7,} schedules  "
         f"scrape p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  min {least:7.1f} ms "
-        f"(rota's CPU p50 {cpu:6.1f} ms; "
+        f"(CPU p50: rota {cpu:6.1f} ms"
+        f"{'' if db is None else f', database {db:6.1f} ms'}; "
         f"{size / 1e6:.1f} MB; p95 {verdict} the {ceiling_ms:,.0f} ms ceiling)   "
         f"backpressure check p50 {c50:5.2f} ms  p95 {c95:5.2f} ms"
     )
