@@ -63,16 +63,16 @@ def schedule_text(rows: Sequence[ScheduleHealth]) -> bytes:
     quoted = [(_label(r[0]), r) for r in rows]
     name = LAST_SUCCESS[0]
     out = [_header(*LAST_SUCCESS)]
-    out += [f'{name}{{schedule="{q}"}} {r[6]!r}\n' for q, r in quoted if r[6] is not None]
+    out += [f'{name}{{schedule="{q}"}} {r[6]}\n' for q, r in quoted if r[6] is not None]
     name = LAST_OUTCOME[0]
     out.append(_header(*LAST_OUTCOME))
     out += [  # the state is one of the terminal states: nothing to quote
-        f'{name}{{schedule="{q}",state="{r[4]}"}} {r[5]!r}\n' for q, r in quoted if r[5] is not None
+        f'{name}{{schedule="{q}",state="{r[4]}"}} {r[5]}\n' for q, r in quoted if r[5] is not None
     ]
     name = NEXT_FIRE[0]
     out.append(_header(*NEXT_FIRE))
     out += [
-        f'{name}{{schedule="{q}"}} {r[3]!r}\n' for q, r in quoted if r[3] is not None and not r[1]
+        f'{name}{{schedule="{q}"}} {r[3]}\n' for q, r in quoted if r[3] is not None and not r[1]
     ]
     for (name, help_text), column in ((PAUSED, 1), (SET_ASIDE, 2)):
         out.append(_header(name, help_text))

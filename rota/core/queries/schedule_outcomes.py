@@ -138,15 +138,18 @@ def outcome_of_schedule(conn: Connection, name: str) -> ScheduleOutcome | None:
     return None if row is None else _outcome(row)
 
 
-# What ``GET /metrics`` reports of one schedule, instants as Unix seconds:
+# What ``GET /metrics`` reports of one schedule, instants as Unix seconds (text
+# on PostgreSQL, a float on SQLite; either is written as it is):
 # (name, paused 1/0, set aside 1/0, next fire, last state, last instant, last success).
-ScheduleHealth = tuple[str, int, int, float | None, str | None, float | None, float | None]
+Seconds = float | str | None
+ScheduleHealth = tuple[str, int, int, Seconds, str | None, Seconds, Seconds]
 
 
 def _epoch(column: str, pg: bool) -> str:
     """``column`` as Unix seconds, computed by the database (a scrape reads 300,000)."""
-    if pg:  # date_part is a double; extract's numeric took twice as long at 100,000 rows
-        return f"date_part('epoch', {column})"
+    if pg:  # date_part is a double (extract's numeric took twice as long), sent as its
+        # shortest exact text: a scrape writes it as it comes, making no float of it
+        return f"CAST(date_part('epoch', {column}) AS text)"
     # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff': whole seconds, plus the fraction.
     return f"(CAST(strftime('%s', {column}) AS REAL) + CAST(substr({column}, 20) AS REAL))"
 
