@@ -203,7 +203,7 @@ def test_an_executor_that_is_gone_reports_nothing(engine: Engine) -> None:
 def test_schedule_names_are_quoted_as_the_text_format_wants() -> None:
     hostile = 'a"b\\c\nd é'
     text = schedule_text(
-        [(hostile, 1, 1, 5.0, "FAILED", 1.5, None), ("plain", 0, 0, 7.25, None, None, 2.0)]
+        [(hostile, 1, 1, "5", "FAILED", "1.5", None), ("plain", 0, 0, "7.25", None, None, "2")]
     )
     _promtool_accepts(text.decode())
     s = samples(text.decode())

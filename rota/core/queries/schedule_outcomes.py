@@ -138,10 +138,10 @@ def outcome_of_schedule(conn: Connection, name: str) -> ScheduleOutcome | None:
     return None if row is None else _outcome(row)
 
 
-# What ``GET /metrics`` reports of one schedule, instants as Unix seconds (text
-# on PostgreSQL, a float on SQLite; either is written as it is):
+# What ``GET /metrics`` reports of one schedule, instants as Unix seconds in
+# text, written into the exposition as they come:
 # (name, paused 1/0, set aside 1/0, next fire, last state, last instant, last success).
-Seconds = float | str | None
+Seconds = str | None
 ScheduleHealth = tuple[str, int, int, Seconds, str | None, Seconds, Seconds]
 
 
@@ -150,8 +150,8 @@ def _epoch(column: str, pg: bool) -> str:
     if pg:  # date_part is a double (extract's numeric took twice as long), sent as its
         # shortest exact text: a scrape writes it as it comes, making no float of it
         return f"CAST(date_part('epoch', {column}) AS text)"
-    # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff': whole seconds, plus the fraction.
-    return f"(CAST(strftime('%s', {column}) AS REAL) + CAST(substr({column}, 20) AS REAL))"
+    # Stored as 'YYYY-MM-DD HH:MM:SS.ffffff': the whole seconds, then the fraction's digits.
+    return f"(strftime('%s', {column}) || substr({column}, 20))"
 
 
 @cache
