@@ -56,7 +56,7 @@ from rota.api.exposition import exposition
 from rota.api.failed_counts import FailedCounts
 from rota.core.config import JobTypeSpec
 from rota.core.database import make_engine
-from rota.core.metric_deltas import EXECUTION, QUEUE_WAIT, Deltas, delta
+from rota.core.metric_deltas import EXECUTION, QUEUE_WAIT, SCHEDULER_DELAY, Deltas, delta
 from rota.core.queries.job_types import upsert_job_types
 from rota.core.queries.metric_tables import add_metric_deltas
 from rota.migrations.runner import upgrade
@@ -70,6 +70,16 @@ _SQLITE_SERIES = (
 
 
 CHUNK = 1_000_000
+
+
+def fill_delays(engine: Engine, n: int) -> None:
+    """One observed scheduler delay for each of ``n`` schedules (``--delay-histograms``)."""
+    for start in range(1, n + 1, 5000):  # SQLite binds at most 32,766 values a statement
+        deltas: Deltas = {}
+        for i in range(start, min(n + 1, start + 5000)):
+            delta(SCHEDULER_DELAY, (f"schedule-{i}",), 0.02, deltas)
+        with engine.begin() as conn:
+            add_metric_deltas(conn, deltas)
 
 
 def fill_schedules(engine: Engine, n: int) -> None:
@@ -223,6 +233,7 @@ def measure(
     ceiling_ms: float,
     *,
     filled: bool = False,
+    delays: bool = False,
 ) -> None:
     upgrade(engine)
     if filled:  # a kept database: measure what it holds
@@ -231,6 +242,8 @@ def measure(
     else:
         fill_schedules(engine, n_schedules)
         fill(engine, finished, waiting)
+    if delays:
+        fill_delays(engine, n_schedules)
     spec = JobTypeSpec(
         name="type3", handler="m:f", max_queued=waiting, max_queue_age=timedelta(hours=1)
     )
@@ -265,6 +278,11 @@ def main() -> None:
     parser.add_argument("--schedules", type=int, default=100_000)
     parser.add_argument("--ceiling-ms", type=float, default=1000.0)
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument(
+        "--delay-histograms",
+        action="store_true",
+        help="add one rota_scheduler_delay_seconds observation per schedule (SQLite only)",
+    )
     parser.add_argument(
         "--keep",
         metavar="DATABASE",
@@ -308,6 +326,7 @@ def main() -> None:
                 args.waiting,
                 args.schedules,
                 args.ceiling_ms,
+                delays=args.delay_histograms,
             )
         finally:
             engine.dispose()
