@@ -4,7 +4,9 @@ Every ``rota serve`` instance reports the same numbers, whichever process did
 the work: histograms and counters are the cumulative rows of
 ``metric_totals`` (written by executors and schedulers, ``rota.core.metric_deltas``),
 gauges are counted from partial indexes of waiting and running jobs
-(``rota.core.queries.jobs_gauges``). A scrape reads a few small index ranges
+(``rota.core.queries.jobs_gauges``), and the health of schedules, workers and
+handlers is read from one row per schedule and per process
+(``rota.api.health_metrics``). A scrape reads a few small index ranges
 and a table of one row per label set and bucket: never the job history (past
 ten thousand FAILED jobs their count is taken less often: ``rota.api.failed_counts``).
 """
@@ -26,12 +28,19 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
 from rota.api.failed_counts import FailedCounts
+from rota.api.health_metrics import health_families, schedule_text
 from rota.core.metric_deltas import BY_NAME, Kind, decode_labels
 from rota.core.queries.job_types import load_job_types
-from rota.core.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unfinished_by_state
+from rota.core.queries.jobs_gauges import (
+    oldest_due_by_pool,
+    oldest_running_by_pool,
+    stuck_by_pool,
+    unfinished_by_state,
+)
 from rota.core.queries.jobs_read import database_now
 from rota.core.queries.metric_tables import read_totals
-from rota.core.queries.workers import live_worker_counts
+from rota.core.queries.schedule_outcomes import schedule_health
+from rota.core.queries.workers import list_workers
 from rota.core.states import UNFINISHED, JobState
 
 GAUGE_STATES = (*UNFINISHED, JobState.FAILED.value)
@@ -51,7 +60,8 @@ class DatabaseCollector(Collector):
             oldest = oldest_due_by_pool(conn, now)
             stuck = stuck_by_pool(conn, now)
             totals = read_totals(conn)
-            live = live_worker_counts(conn, now=now)
+            live = [w for w in list_workers(conn, now=now) if w.live]
+            running = oldest_running_by_pool(conn)
         jobs = GaugeMetricFamily(
             "rota_jobs",
             "Jobs per state (waiting, running, and FAILED ones waiting for a person).",
@@ -96,14 +106,7 @@ class DatabaseCollector(Collector):
             stuck_family.add_metric([pool], stuck.get(pool, 0))
         yield age
         yield stuck_family
-        workers = GaugeMetricFamily(
-            "rota_workers",
-            "Live scheduler and executor processes (refreshed within three of their intervals).",
-            labels=["kind"],
-        )
-        for kind, n in sorted(live.items()):
-            workers.add_metric([kind.value], n)
-        yield workers
+        yield from health_families(types, live, running, now)
         yield from stored_families(totals)
 
 
@@ -139,4 +142,7 @@ def stored_families(rows: Sequence[Any]) -> Iterator[Metric]:
 def exposition(engine: Engine, failed: FailedCounts) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(engine, failed))
-    return generate_latest(registry)
+    text = generate_latest(registry)
+    with engine.connect() as conn:
+        schedules = schedule_health(conn)
+    return text + schedule_text(schedules)

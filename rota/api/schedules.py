@@ -4,7 +4,10 @@ The actions are ``rota.operations.schedules``'s, the same as ``rota pause``,
 ``rota resume`` and ``rota trigger``: one transaction each, the schedule row
 locked, the replicas woken, an operator action recorded with the request's
 actor and the body's reason (``rota.api.audit.action_note``). One schedule's
-resource lists its newest operator actions as ``actions``.
+resource lists its newest operator actions as ``actions``. Every schedule
+carries its newest ended occurrence (``last_outcome``: state, scheduled
+instant, finish) and the instant of its newest success (``last_success``),
+read from ``schedule_outcomes``, not from the job history.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, OVERLAP_FORBIDDEN, 
 from rota.api.resources import instant, job_location, schedule_resource
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.operator_actions import actions_of_schedule
+from rota.core.queries.schedule_outcomes import (
+    ScheduleOutcome,
+    outcome_of_schedule,
+    schedule_outcomes,
+)
 from rota.core.queries.schedule_skips import skips_of_schedule, totals_by_reason
 from rota.core.queries.schedules import get_schedule, list_schedules
 from rota.operations import schedules as operations
@@ -43,9 +51,17 @@ def read_schedules(request: Request) -> dict[str, Any]:
         rows = list_schedules(conn)
         totals = totals_by_reason(conn)
         lates = last_late(conn)
+        outcomes = schedule_outcomes(conn)
     return {
         "schedules": [
-            with_last_late(schedule_resource(r, totals.get(r["name"], {})), lates) for r in rows
+            with_last_late(
+                {
+                    **schedule_resource(r, totals.get(r["name"], {})),
+                    **_health(outcomes.get(r["name"])),
+                },
+                lates,
+            )
+            for r in rows
         ]
     }
 
@@ -63,7 +79,24 @@ def read_schedule(name: str, request: Request) -> dict[str, Any]:
         ledger = skips_of_schedule(conn, name, newest=LEDGER_ROWS)
         actions = actions_of_schedule(conn, name, newest=ACTIONS_SHOWN)
         lates = last_late(conn, [name])
-    return with_last_late(schedule_resource(row, totals, ledger, actions), lates)
+        outcome = outcome_of_schedule(conn, name)
+    return with_last_late(
+        {**schedule_resource(row, totals, ledger, actions), **_health(outcome)}, lates
+    )
+
+
+def _health(outcome: ScheduleOutcome | None) -> dict[str, Any]:
+    """``last_outcome`` (the newest occurrence that ended) and ``last_success`` (its instant)."""
+    if outcome is None:
+        return {"last_outcome": None, "last_success": None}
+    return {
+        "last_outcome": {
+            "state": outcome.state.value,
+            "instant": instant(outcome.instant),
+            "finished_at": instant(outcome.finished_at),
+        },
+        "last_success": instant(outcome.success_instant),
+    }
 
 
 def _current(request: Request, name: str) -> dict[str, Any]:

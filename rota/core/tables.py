@@ -385,6 +385,9 @@ workers = Table(
     Column("started_at", UTCDateTime(), nullable=False),
     Column("last_seen_at", UTCDateTime(), nullable=False),
     Column("interval_seconds", Float, nullable=False),
+    # (0014) The job types whose handler this executor cannot import (a list of
+    # names, rewritten with every refresh); null for a scheduler.
+    Column("unavailable_job_types", JSON),
     CheckConstraint(f"kind IN {sql_in(WorkerKind)}", name="kind_known"),
     CheckConstraint("interval_seconds > 0", name="interval_positive"),
 )
@@ -432,6 +435,25 @@ metric_inbox = Table(
     Column("le", String(32), nullable=False),
     Column("n", BigInteger, nullable=False),
     Column("total", Float, nullable=False),
+)
+
+# The newest outcome of each schedule (0014): written by the statement that moves
+# one of its jobs to a terminal state, in that statement or its transaction
+# (rota.core.queries.schedule_outcomes), so /metrics and /schedules read one row
+# per schedule instead of the job history, and pruning the jobs keeps it. No
+# foreign key: its check would lock the schedule's row against the scheduler's
+# tick at every outcome.
+schedule_outcomes = Table(
+    "schedule_outcomes",
+    metadata,
+    Column("schedule_name", String(200), primary_key=True),
+    # The newest occurrence (by its scheduled instant) that reached a terminal state...
+    Column("last_state", String(20), nullable=False),
+    Column("last_instant", UTCDateTime(), nullable=False),
+    Column("last_finished_at", UTCDateTime(), nullable=False),
+    # ...and the newest one that SUCCEEDED (null: none yet).
+    Column("last_success_instant", UTCDateTime()),
+    CheckConstraint(f"last_state IN {TERMINAL_SQL}", name="state_terminal"),
 )
 
 # Who cancelled, replayed, paused or resumed what, when and why (0007). Not
@@ -495,6 +517,7 @@ __all__ = [
     "metric_minutes",
     "metric_totals",
     "operator_actions",
+    "schedule_outcomes",
     "schedule_skips",
     "schedules",
     "workers",

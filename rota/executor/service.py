@@ -130,6 +130,7 @@ class Executor:
             pools=self.pools,
             concurrency=concurrency,
             outage=self._outage,
+            unavailable=self.unrunnable_types,
         )
         # The INFO line of the jobs' normal life, once per interval (None: by hand only).
         self.summary = JobSummary()

@@ -23,7 +23,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 
 from sqlalchemy import Connection
@@ -63,7 +63,11 @@ class Registration:
         pools: Sequence[str] | None = None,
         concurrency: int | None = None,
         outage: Outage | None = None,
+        unavailable: Callable[[], Collection[str]] | None = None,
     ) -> None:
+        # An executor's job types whose handler does not import, written with every
+        # refresh: a fix (or the process's exit) clears them from GET /metrics.
+        self._unavailable = unavailable
         self._outage = outage  # the database's faults, logged once for the whole process
         if not interval_seconds > 0:
             raise ValueError("the registry interval must be positive")
@@ -118,8 +122,17 @@ class Registration:
 
     # -- internals -------------------------------------------------------------
 
+    def _reported(self) -> Collection[str] | None:
+        if self._unavailable is None:
+            return None
+        try:
+            return self._unavailable()
+        except Exception as exc:  # a report for people: never stop the row's refresh
+            log.debug("unavailable job types not read: %s", exc)
+            return None  # the column keeps what the last refresh wrote
+
     def _register(self, conn: Connection) -> None:
-        register_worker(conn, self.info)
+        register_worker(conn, self.info, unavailable=self._reported())
         if not self._registered:
             self._registered = True
             i = self.info
@@ -132,7 +145,10 @@ class Registration:
             )
 
     def _refresh(self, conn: Connection) -> None:
-        if not self._registered or not refresh_worker(conn, self.info.worker_id):
+        refreshed = self._registered and refresh_worker(
+            conn, self.info.worker_id, unavailable=self._reported()
+        )
+        if not refreshed:
             # Never registered (the database was down at start), or the row was
             # removed while this process was cut off for a long time.
             self._registered = False

@@ -119,8 +119,8 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
             before = samples(client.get("/metrics").text)
             assert value(before, "rota_stuck_running_jobs", pool="default") == 1
             assert value(before, "rota_jobs", state="RUNNING", job_type="dead", pool="default") == 1
-            assert value(before, "rota_workers", kind="executor") == 1
-            assert value(before, "rota_workers", kind="scheduler") == 0
+            assert value(before, "rota_workers", kind="executor", pool="default") == 1
+            assert value(before, "rota_workers", kind="scheduler", pool="") == 0
             data = client.get("/dashboard/data").json()
             assert [w["worker_id"] for w in data["workers"]] == [ex.worker_id]
         (swept,) = ex.sweep_once()

@@ -21,7 +21,7 @@ from sqlalchemy import ClauseElement, TextClause
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import SAWarning
 
-from rota.core.queries import jobs_claim, jobs_insert, jobs_lease, jobs_outcome
+from rota.core.queries import jobs_claim, jobs_insert, jobs_lease, jobs_outcome, schedule_outcomes
 from rota.core.queries import schedules as schedule_queries
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
@@ -61,11 +61,16 @@ STATEMENTS: dict[str, Callable[[], str]] = {
         jobs_outcome._sqlite_finish(),
         jobs_outcome._SQLITE_CLOSE_ATTEMPTS,
         jobs_outcome._SQLITE_KEEP_OUTPUT,
+        schedule_outcomes._by_id(pg=False),
     ),
     "renew.postgresql": lambda: _render(jobs_lease._pg_renew()),
     "renew.sqlite": lambda: _render(jobs_lease._sqlite_renew()),
     "sweep.postgresql": lambda: _render(jobs_lease._pg_sweep()),
-    "sweep.sqlite": lambda: _render(jobs_lease._sqlite_sweep(), jobs_lease._SQLITE_CLOSE_EXPIRED),
+    "sweep.sqlite": lambda: _render(
+        jobs_lease._sqlite_sweep(),
+        jobs_lease._SQLITE_CLOSE_EXPIRED,
+        schedule_outcomes._by_id(pg=False),
+    ),
     "insert_jobs.postgresql": lambda: _render(jobs_insert._pg_insert(None)),
     "insert_jobs.sqlite": lambda: _render(jobs_insert._SQLITE_INSERT),
     "advance_cursors.postgresql": lambda: _render(schedule_queries._PG_ADVANCE),

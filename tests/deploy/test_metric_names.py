@@ -2,8 +2,8 @@
 
 A ``rota run`` makes something of every kind worth alerting on happen on an
 SQLite file (a job that fails, and misses its schedule's deadline; a schedule
-skipping occurrences because its earlier job still waits in a pool no
-executor serves) and stops; then a real
+that succeeds; a schedule skipping occurrences because its earlier job still
+waits in a pool no executor serves) and stops; then a real
 ``rota serve`` on a free port is scraped. The rules' metric names must be ones
 the scrape's families produce; the labels a rule matches or groups by must be
 on those samples. An expired lease needs an executor killed and a lease run
@@ -44,7 +44,12 @@ job_types:
   kit.waits:
     command: ["/bin/true"]
     pool: unserved
+  kit.works:
+    command: ["/bin/true"]
 schedules:
+  kit-works:
+    job_type: kit.works
+    every: 1s
   kit-fails:
     job_type: kit.fails
     every: 1s
@@ -148,13 +153,15 @@ def test_alert_rules_use_only_metrics_and_labels_of_a_real_scrape(tmp_path: Path
     failed = "SELECT count(*) FROM jobs WHERE state = 'FAILED'"
     skipped = "SELECT count(*) FROM schedule_skips WHERE reason = 'overlap'"
     late = "SELECT count(*) FROM late_occurrences"
+    succeeded = "SELECT count(*) FROM schedule_outcomes WHERE last_success_instant IS NOT NULL"
     with running_rota(tmp_path, url) as run:
         wait_for(lambda: run.poll() is not None or count(db, "SELECT count(*) FROM job_types"),
                  "the schedule file applied")  # fmt: skip
         with serving(tmp_path, url) as address:
             wait_for(lambda: run.poll() is not None
-                     or (count(db, failed) and count(db, skipped) and count(db, late)),
-                     "a FAILED job, a skipped occurrence and a late one")  # fmt: skip
+                     or (count(db, failed) and count(db, skipped) and count(db, late)
+                         and count(db, succeeded)),
+                     "a FAILED job, a skipped occurrence, a late one and a success")  # fmt: skip
             assert run.poll() is None, f"rota run exited with {run.returncode}"
             stop(run)  # a graceful stop writes the metrics observed since the last flush
             assert run.returncode == 0

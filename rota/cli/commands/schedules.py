@@ -2,7 +2,8 @@
 
 Skipped occurrences are counted by reason (misfire, dst, overlap, paused; the
 ``schedule_skips`` ledger), with the latest range of each; the last operator
-action (pause or resume: who, when, why) is shown too, and the last late
+action (pause or resume: who, when, why) is shown too, the newest occurrence
+that ended (its state) with the newest that succeeded, and the last late
 occurrence of a schedule with a deadline (``last_late``; ``rota late`` lists them all).
 """
 
@@ -21,6 +22,7 @@ from rota.cli.status import action_json, action_line
 from rota.core.config import ScheduleSpec
 from rota.core.queries.late_occurrences import last_late_by_schedule
 from rota.core.queries.operator_actions import latest_schedule_actions
+from rota.core.queries.schedule_outcomes import ScheduleOutcome, schedule_outcomes
 from rota.core.queries.schedule_skips import latest_by_reason, totals_by_reason
 from rota.core.queries.schedules import list_schedules
 from rota.core.states import SkipReason
@@ -57,6 +59,7 @@ def describe(
     latest: dict[str, RowMapping],
     action: RowMapping | None = None,
     late: RowMapping | None = None,
+    outcome: ScheduleOutcome | None = None,
 ) -> dict[str, Any]:
     try:
         spec: ScheduleSpec | None = ScheduleSpec.from_json(row["definition"])
@@ -88,6 +91,14 @@ def describe(
         "last_action": action_json(action) if action is not None else None,
         "deadline": raw.get("deadline"),
         "last_late": late_json(late) if late is not None else None,
+        "last_outcome": None
+        if outcome is None
+        else {
+            "state": outcome.state.value,
+            "instant": _instant(outcome.instant),
+            "finished_at": _instant(outcome.finished_at),
+        },
+        "last_success": None if outcome is None else _instant(outcome.success_instant),
         "skips": {
             reason: {
                 "total": totals.get(reason, 0),
@@ -136,6 +147,12 @@ def render(items: list[dict[str, Any]]) -> str:
             nxt += f"  (local {d['next_fire_local']})"
         lines.append(f"    next fire: {nxt}")
         lines.append(f"    last fire: {d['last_fire_at'] or '-'}")
+        if d["last_outcome"] is not None:
+            o = d["last_outcome"]
+            lines.append(
+                f"    last outcome: {o['state']} for {o['instant']} (finished {o['finished_at']}); "
+                f"last success: {d['last_success'] or '-'}"
+            )
         by_reason = ", ".join(f"{r} {n}" for r, n in d["skipped_by_reason"].items())
         lines.append(
             f"    skipped: {d['skipped_count']}{f' ({by_reason})' if by_reason else ''}  "
@@ -169,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         latest = latest_by_reason(conn)
         actions = latest_schedule_actions(conn)
         lates = last_late_by_schedule(conn)
+        outcomes = schedule_outcomes(conn)
     items = [
         describe(
             r,
@@ -176,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
             latest.get(r["name"], {}),
             actions.get(r["name"]),
             lates.get(r["name"]),
+            outcomes.get(r["name"]),
         )
         for r in rows
     ]

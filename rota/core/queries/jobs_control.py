@@ -16,8 +16,9 @@ WHERE clause, so a job that moved on since it was chosen is left alone, and
 only the rows the statement changed (RETURNING) are reported and recorded in
 ``operator_actions`` when a note is given. Jobs cancelled at once (they were
 waiting) append their cancel latency and end-to-end time to the metrics inbox
-in the same transaction (``rota.core.metric_deltas``); a running job's are counted
-when its worker or the sweeper ends it.
+in the same transaction (``rota.core.metric_deltas``), and a scheduled one's end
+to ``schedule_outcomes``; a running job's are counted when its worker or the
+sweeper ends it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from rota.core.operator_notes import ActionNote, OperatorAction
 from rota.core.queries.jobs_notify import notify_claimable
 from rota.core.queries.metric_tables import append_metric_events
 from rota.core.queries.operator_actions import record_job_actions
+from rota.core.queries.schedule_outcomes import record_outcomes_of
 from rota.core.sqltime import now_or_db
 from rota.core.states import CLAIMABLE, JobState
 from rota.core.tables import jobs
@@ -90,7 +92,9 @@ def cancel_jobs(
     )
     rows = conn.execute(stmt).all()
     changed = {r.job_id: JobState(r.state) for r in rows}
-    _record_cancelled_at_once(conn, [r for r in rows if r.state == JobState.CANCELLED.value])
+    at_once = [r for r in rows if r.state == JobState.CANCELLED.value]
+    _record_cancelled_at_once(conn, at_once)
+    record_outcomes_of(conn, [r.job_id for r in at_once])
     if note is not None:
         record_job_actions(conn, OperatorAction.CANCEL, sorted(changed), note, now)
     return changed

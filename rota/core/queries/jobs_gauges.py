@@ -17,6 +17,8 @@ uses a partial index only when the query repeats its WHERE term.
   counted in the pool the job type names (a job left in an older pool after a
   change of its type's pool counts in the new one).
 * ``stuck_by_pool``: leased jobs whose lease expired and no sweeper took back yet.
+* ``oldest_running_by_pool``: per pool, the start of the longest-running attempt
+  of the leased jobs (as many as the executors' slots).
 * ``queue_pressure``: one job type's waiting depth (counted up to a cap, so the
   cost is bounded by the limit checked) and its oldest due job (two index probes).
 """
@@ -73,6 +75,12 @@ _OLDEST_DUE = text(f"""
 _STUCK = text(f"""
     SELECT pool, count(*) AS n FROM jobs
     WHERE state IN {LEASED_SQL} AND lease_expires_at <= :now
+    GROUP BY pool
+""")
+
+_OLDEST_RUNNING = text(f"""
+    SELECT pool, min(started_at) AS oldest FROM jobs
+    WHERE state IN {LEASED_SQL} AND started_at IS NOT NULL
     GROUP BY pool
 """)
 
@@ -142,6 +150,16 @@ def oldest_due_by_pool(conn: Connection, now: datetime) -> dict[str, datetime]:
 
 def stuck_by_pool(conn: Connection, now: datetime) -> dict[str, int]:
     return {pool: int(n) for pool, n in conn.execute(_STUCK, {"now": bind_now(conn, now)}).all()}
+
+
+def oldest_running_by_pool(conn: Connection) -> dict[str, datetime]:
+    """Per pool, when the attempt running longest started (pools with none: absent)."""
+    out: dict[str, datetime] = {}
+    for pool, oldest in conn.execute(_OLDEST_RUNNING).all():
+        instant = read_utc(oldest)
+        if instant is not None:
+            out[pool] = instant
+    return out
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ the statement itself (never from an earlier read). An expired lease turns into
 RETRY_WAIT (due now), FAILED (no attempt left) or CANCELLED (cancellation was
 requested); ``last_error_code`` becomes LEASE_EXPIRED; a job type that is not
 idempotent is marked ``needs_reconcile``, since the lost attempt may have done
-its work; the open attempt row is closed as LEASE_EXPIRED.
+its work; the open attempt row is closed as LEASE_EXPIRED, and a scheduled
+job that ended is recorded in ``schedule_outcomes``, in the same statement.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from functools import cache
 from sqlalchemy import Connection, TextClause, text
 
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
+from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
 from rota.core.queries.sqlparams import (
     PG_NOW,
     SQLITE_NOW,
@@ -39,7 +41,7 @@ from rota.core.queries.sqlparams import (
     sqlite_now_plus,
 )
 from rota.core.sqltime import read_utc
-from rota.core.states import LEASED_SQL, JobState
+from rota.core.states import LEASED_SQL, TERMINAL, JobState
 from rota.core.storable import PROGRESS_STAGE_MAX, storable_text
 
 SWEEP_BATCH = 1000
@@ -199,7 +201,8 @@ def _pg_sweep() -> TextClause:
             UPDATE jobs SET {_sweep_set(PG_NOW, detail)}
             WHERE job_id IN (SELECT job_id FROM expired) AND {expired}
             RETURNING job_id, lease_generation, state, attempt_count, last_error_detail,
-                      job_type, created_at, finished_at, cancel_requested_at
+                      job_type, created_at, finished_at, cancel_requested_at,
+                      schedule_name, scheduled_for
         ),
         closed AS (
             UPDATE job_attempts AS a
@@ -207,7 +210,8 @@ def _pg_sweep() -> TextClause:
             FROM swept
             WHERE a.job_id = swept.job_id AND a.lease_generation = swept.lease_generation
               AND a.ended_at IS NULL
-        )
+        ),
+        {pg_record_outcomes("swept")}
         SELECT * FROM swept
     """)
 
@@ -248,6 +252,7 @@ def sweep_expired_leases(conn: Connection, *, now: datetime | None = None) -> li
         if rows:
             batch = [{"id": r[0], "gen": int(r[1])} for r in rows]
             conn.execute(_SQLITE_CLOSE_EXPIRED, {"now": now_param, "batch": sqlite_batch(batch)})
+            record_outcomes_of(conn, [read_id(r[0]) for r in rows if r[2] in TERMINAL])
     return [
         Swept(
             read_id(r[0]),

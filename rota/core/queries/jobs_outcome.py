@@ -4,8 +4,10 @@
 retry, failure, cancel acknowledgement, graceful release). Each row of the
 batch is fenced on its own: the job must still be in RUNNING or
 CANCEL_REQUESTED, owned by this worker, at the generation the worker claimed.
-The attempt's ``job_attempts`` row is closed in the same statement on
-PostgreSQL (a data-modifying CTE) and the same transaction on SQLite. On
+The attempt's ``job_attempts`` row is closed, and a scheduled job's end
+recorded in ``schedule_outcomes`` (``rota.core.queries.schedule_outcomes``), in
+the same statement on PostgreSQL (data-modifying CTEs) and the same
+transaction on SQLite. On
 PostgreSQL a batch of plain successes (the common case) takes a narrower
 statement with two arrays (ids, generations) instead of nine; the fence is the
 same. On SQLite the batch is materialised first, so each row is found by its
@@ -45,6 +47,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, TextClause, text
 
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
+from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
 from rota.core.queries.sqlparams import (
     PG_NOW,
     SQLITE_NOW,
@@ -55,7 +58,7 @@ from rota.core.queries.sqlparams import (
     sqlite_batch,
     sqlite_now_plus,
 )
-from rota.core.states import TERMINAL_SQL, AttemptOutcome, JobState, sql_in
+from rota.core.states import TERMINAL, TERMINAL_SQL, AttemptOutcome, JobState, sql_in
 from rota.core.storable import (
     ATTEMPT_OUTPUT_MAX_BYTES,
     ERROR_CODE_MAX,
@@ -165,7 +168,7 @@ def _pg_finish() -> TextClause:
             FROM b
             WHERE {_fence("j", pg=True)}
             RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail,
-                      b.output, b.dropped
+                      b.output, b.dropped, j.schedule_name, j.scheduled_for, j.finished_at
         ),
         closed AS (
             -- The batch row comes back with its job: joining done to b again was
@@ -183,7 +186,8 @@ def _pg_finish() -> TextClause:
             INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
             SELECT job_id, lease_generation, output, dropped FROM done
             WHERE output IS NOT NULL
-        )
+        ),
+        {pg_record_outcomes("done")}
         SELECT job_id, lease_generation, state FROM done
     """)
 
@@ -206,14 +210,16 @@ def _pg_succeed() -> TextClause:
                 updated_at = {PG_NOW}
             FROM b
             WHERE {pg_batch_fence("j")}
-            RETURNING j.job_id, j.lease_generation, j.state
+            RETURNING j.job_id, j.lease_generation, j.state, j.schedule_name, j.scheduled_for,
+                      j.finished_at
         ),
         closed AS (
             UPDATE job_attempts AS a
             SET ended_at = {PG_NOW}, outcome = 'SUCCEEDED', error_code = NULL, error_detail = NULL
             FROM done
             WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
-        )
+        ),
+        {pg_record_outcomes("done")}
         SELECT job_id, lease_generation, state FROM done
     """)
 
@@ -457,6 +463,8 @@ def _finish(
     conn.execute(_SQLITE_CLOSE_ATTEMPTS, {"now": params["now"], "batch": sqlite_batch(closed)})
     if kept:
         conn.execute(_SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})
+    ended = [read_id(r[0]) for r in rows if r[2] in TERMINAL]
+    record_outcomes_of(conn, ended)
     return _written(rows)
 
 

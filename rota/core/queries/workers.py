@@ -8,11 +8,16 @@ refreshed for ``GONE_AFTER_INTERVALS`` of its own intervals is a gone process:
 killed, frozen, or cut off from the database. Gone rows stay visible (an
 operator wants to see what vanished) until ``remove_gone_workers`` deletes
 those silent for ``REMOVE_AFTER``.
+
+An executor's row also says which job types it cannot run because their
+handler does not import there (``unavailable_job_types``, rewritten with each
+refresh): ``live_by_pool`` and ``unavailable_handlers`` count the live rows
+for ``GET /metrics``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,6 +64,7 @@ class WorkerRow:
     interval_seconds: float
     live: bool  # refreshed within GONE_AFTER_INTERVALS of its intervals
     seen_seconds_ago: float  # by the database clock
+    unavailable_job_types: tuple[str, ...] = ()  # handlers that do not import there
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,11 +80,20 @@ class WorkerRow:
             "interval_seconds": self.interval_seconds,
             "status": "live" if self.live else "gone",
             "seen_seconds_ago": round(self.seen_seconds_ago, 3),
+            "unavailable_job_types": list(self.unavailable_job_types),
         }
 
 
-def register_worker(conn: Connection, info: WorkerInfo, *, now: datetime | None = None) -> None:
+def register_worker(
+    conn: Connection,
+    info: WorkerInfo,
+    *,
+    now: datetime | None = None,
+    unavailable: Collection[str] | None = None,
+) -> None:
     """Insert this process's row, ``started_at = last_seen_at = now``.
+
+    ``unavailable``: the job types whose handler does not import here (an executor).
 
     The id is fresh per process start, so a conflict only happens when a process
     registers again (its row was removed while it was cut off for a long time):
@@ -95,6 +110,7 @@ def register_worker(conn: Connection, info: WorkerInfo, *, now: datetime | None 
         "interval_seconds": info.interval_seconds,
         "started_at": now_or_db(now),
         "last_seen_at": now_or_db(now),
+        "unavailable_job_types": None if unavailable is None else sorted(unavailable),
     }
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(workers).values(**values)
@@ -107,11 +123,21 @@ def register_worker(conn: Connection, info: WorkerInfo, *, now: datetime | None 
     )
 
 
-def refresh_worker(conn: Connection, worker_id: str, *, now: datetime | None = None) -> bool:
-    """``last_seen_at = now`` for this process; False when its row is no longer there."""
-    result = conn.execute(
-        update(workers).where(workers.c.worker_id == worker_id).values(last_seen_at=now_or_db(now))
-    )
+def refresh_worker(
+    conn: Connection,
+    worker_id: str,
+    *,
+    now: datetime | None = None,
+    unavailable: Collection[str] | None = None,
+) -> bool:
+    """``last_seen_at = now`` for this process; False when its row is no longer there.
+
+    ``unavailable`` (not None) rewrites the job types whose handler does not import.
+    """
+    values: dict[str, Any] = {"last_seen_at": now_or_db(now)}
+    if unavailable is not None:
+        values["unavailable_job_types"] = sorted(unavailable)
+    result = conn.execute(update(workers).where(workers.c.worker_id == worker_id).values(values))
     return result.rowcount == 1
 
 
@@ -152,10 +178,45 @@ def list_workers(conn: Connection, *, now: datetime | None = None) -> list[Worke
                 interval_seconds=r["interval_seconds"],
                 live=ago < GONE_AFTER_INTERVALS * r["interval_seconds"],
                 seen_seconds_ago=max(0.0, ago),
+                unavailable_job_types=_names(r["unavailable_job_types"]),
             )
         )
     found.sort(key=lambda w: (not w.live, w.kind.value, w.host, w.started_at, w.worker_id))
     return found
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """The stored list of names (JSON), or none when it is absent or not a list."""
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def live_by_pool(
+    live: Sequence[WorkerRow], pools: Collection[str]
+) -> dict[tuple[WorkerKind, str], int]:
+    """Live processes per (kind, pool): an executor in each pool it serves, a scheduler in "".
+
+    Every pool of ``pools`` is present for executors (0: no live executor
+    serves it), and schedulers always are.
+    """
+    counts: dict[tuple[WorkerKind, str], int] = {(WorkerKind.SCHEDULER, ""): 0}
+    for pool in pools:
+        counts[(WorkerKind.EXECUTOR, pool)] = 0
+    for w in live:
+        if w.kind is WorkerKind.EXECUTOR:
+            for pool in set(w.pools or ()):
+                counts[(w.kind, pool)] = counts.get((w.kind, pool), 0) + 1
+        else:
+            counts[(w.kind, "")] = counts.get((w.kind, ""), 0) + 1
+    return counts
+
+
+def unavailable_handlers(live: Sequence[WorkerRow]) -> dict[str, int]:
+    """For each job type some live executor cannot import: how many such executors."""
+    counts: dict[str, int] = {}
+    for w in live:
+        for name in set(w.unavailable_job_types):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def live_worker_counts(conn: Connection, *, now: datetime | None = None) -> dict[WorkerKind, int]:

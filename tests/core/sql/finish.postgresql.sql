@@ -33,7 +33,7 @@ done AS (
   AND j.lease_owner = b.owner
   AND (j.state IN ('RUNNING', 'CANCEL_REQUESTED')) = b.leased AND (b.target <> 'CANCELLED' OR j.state = 'CANCEL_REQUESTED')
     RETURNING j.job_id, j.lease_generation, j.state, b.outcome, b.code, b.detail,
-              b.output, b.dropped
+              b.output, b.dropped, j.schedule_name, j.scheduled_for, j.finished_at
 ),
 closed AS (
     -- The batch row comes back with its job: joining done to b again was
@@ -51,5 +51,34 @@ kept AS (
     INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
     SELECT job_id, lease_generation, output, dropped FROM done
     WHERE output IS NOT NULL
+),
+recorded AS (
+INSERT INTO schedule_outcomes
+    (schedule_name, last_state, last_instant, last_finished_at, last_success_instant)
+SELECT schedule_name, state, scheduled_for, finished_at, success FROM (
+    SELECT e.schedule_name, e.state, e.scheduled_for, e.finished_at,
+           row_number() OVER (PARTITION BY e.schedule_name
+                              ORDER BY e.scheduled_for DESC, e.finished_at DESC) AS n,
+           max(CASE WHEN e.state = 'SUCCEEDED' THEN e.scheduled_for END)
+               OVER (PARTITION BY e.schedule_name) AS success
+    FROM done AS e
+    WHERE e.schedule_name IS NOT NULL AND e.scheduled_for IS NOT NULL
+      AND e.finished_at IS NOT NULL AND e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+) AS newest
+WHERE n = 1
+ORDER BY schedule_name
+ON CONFLICT (schedule_name) DO UPDATE SET
+    last_state = CASE WHEN excluded.last_instant >= schedule_outcomes.last_instant THEN excluded.last_state
+                      ELSE schedule_outcomes.last_state END,
+    last_finished_at = CASE WHEN excluded.last_instant >= schedule_outcomes.last_instant THEN excluded.last_finished_at
+                            ELSE schedule_outcomes.last_finished_at END,
+    last_instant = CASE WHEN excluded.last_instant >= schedule_outcomes.last_instant THEN excluded.last_instant
+                        ELSE schedule_outcomes.last_instant END,
+    last_success_instant = CASE
+        WHEN schedule_outcomes.last_success_instant IS NULL
+          OR excluded.last_success_instant > schedule_outcomes.last_success_instant
+        THEN coalesce(excluded.last_success_instant,
+                      schedule_outcomes.last_success_instant)
+        ELSE schedule_outcomes.last_success_instant END
 )
 SELECT job_id, lease_generation, state FROM done;

@@ -24,3 +24,32 @@ FROM json_each(:batch) AS b
 WHERE job_attempts.job_id = json_extract(b.value, '$.id')
   AND job_attempts.lease_generation = json_extract(b.value, '$.gen')
   AND job_attempts.ended_at IS NULL;
+
+INSERT INTO schedule_outcomes
+    (schedule_name, last_state, last_instant, last_finished_at, last_success_instant)
+SELECT schedule_name, state, scheduled_for, finished_at, success FROM (
+    SELECT e.schedule_name, e.state, e.scheduled_for, e.finished_at,
+           row_number() OVER (PARTITION BY e.schedule_name
+                              ORDER BY e.scheduled_for DESC, e.finished_at DESC) AS n,
+           max(CASE WHEN e.state = 'SUCCEEDED' THEN e.scheduled_for END)
+               OVER (PARTITION BY e.schedule_name) AS success
+    FROM (SELECT schedule_name, scheduled_for, state, finished_at FROM jobs
+          WHERE job_id IN (SELECT value FROM json_each(:ids))) AS e
+    WHERE e.schedule_name IS NOT NULL AND e.scheduled_for IS NOT NULL
+      AND e.finished_at IS NOT NULL AND e.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+) AS newest
+WHERE n = 1
+ORDER BY schedule_name
+ON CONFLICT (schedule_name) DO UPDATE SET
+    last_state = CASE WHEN excluded.last_instant >= schedule_outcomes.last_instant THEN excluded.last_state
+                      ELSE schedule_outcomes.last_state END,
+    last_finished_at = CASE WHEN excluded.last_instant >= schedule_outcomes.last_instant THEN excluded.last_finished_at
+                            ELSE schedule_outcomes.last_finished_at END,
+    last_instant = CASE WHEN excluded.last_instant >= schedule_outcomes.last_instant THEN excluded.last_instant
+                        ELSE schedule_outcomes.last_instant END,
+    last_success_instant = CASE
+        WHEN schedule_outcomes.last_success_instant IS NULL
+          OR excluded.last_success_instant > schedule_outcomes.last_success_instant
+        THEN coalesce(excluded.last_success_instant,
+                      schedule_outcomes.last_success_instant)
+        ELSE schedule_outcomes.last_success_instant END;
