@@ -26,7 +26,7 @@ from sqlalchemy import Connection
 
 from rota.api.failed_counts import FailedCounts
 from rota.api.late import last_late, with_last_late
-from rota.api.resources import instant, job_resource, schedule_resource
+from rota.api.resources import instant, job_resource, schedule_health, schedule_resource
 from rota.core.metric_deltas import (
     BY_NAME,
     CANCEL_LATENCY,
@@ -44,6 +44,7 @@ from rota.core.queries.jobs_gauges import oldest_due_by_pool, stuck_by_pool, unf
 from rota.core.queries.jobs_read import database_now, recent_failed
 from rota.core.queries.metric_tables import read_minutes, read_totals
 from rota.core.queries.operator_actions import latest_schedule_actions
+from rota.core.queries.schedule_outcomes import schedule_outcomes
 from rota.core.queries.schedule_skips import totals_by_reason
 from rota.core.queries.schedules import list_schedules
 from rota.core.queries.workers import list_workers
@@ -162,6 +163,7 @@ def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, A
     skips = totals_by_reason(conn)
     lates = last_late(conn)
     state_actions = latest_schedule_actions(conn)
+    outcomes = schedule_outcomes(conn)
     failed = recent_failed(conn, FAILED_SHOWN)
     workers = [w.to_json() for w in list_workers(conn, now=now)]
 
@@ -211,6 +213,7 @@ def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, A
                 {
                     **schedule_resource(r, skips.get(r["name"], {})),
                     "paused_by": _paused_by(r, state_actions.get(r["name"])),
+                    **schedule_health(outcomes.get(r["name"])),
                 },
                 lates,
             )

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from rota.core.config import ScheduleSpec
 from rota.core.queries.operator_actions import audit_entry
+from rota.core.queries.schedule_outcomes import ScheduleOutcome
 from rota.core.states import CLAIMABLE, LEASED, JobState
 from rota.core.timefmt import as_utc
 
@@ -179,3 +180,17 @@ def schedule_resource(
     if actions is not None:
         data["actions"] = [audit_resource(audit_entry(a)) for a in actions]
     return data
+
+
+def schedule_health(outcome: ScheduleOutcome | None) -> dict[str, Any]:
+    """``last_outcome`` (the newest occurrence that ended) and ``last_success`` (its instant)."""
+    if outcome is None:
+        return {"last_outcome": None, "last_success": None}
+    return {
+        "last_outcome": {
+            "state": outcome.state.value,
+            "instant": instant(outcome.instant),
+            "finished_at": instant(outcome.finished_at),
+        },
+        "last_success": instant(outcome.success_instant),
+    }

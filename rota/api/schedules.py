@@ -21,11 +21,10 @@ from rota.api.audit import ACTION_OPENAPI, ACTION_RESPONSES, action_note
 from rota.api.jobs import engine_of
 from rota.api.late import last_late, with_last_late
 from rota.api.problems import ILLEGAL_TRANSITION, NOT_FOUND, OVERLAP_FORBIDDEN, Problem
-from rota.api.resources import instant, job_location, schedule_resource
+from rota.api.resources import instant, job_location, schedule_health, schedule_resource
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.operator_actions import actions_of_schedule
 from rota.core.queries.schedule_outcomes import (
-    ScheduleOutcome,
     outcome_of_schedule,
     schedule_outcomes,
 )
@@ -57,7 +56,7 @@ def read_schedules(request: Request) -> dict[str, Any]:
             with_last_late(
                 {
                     **schedule_resource(r, totals.get(r["name"], {})),
-                    **_health(outcomes.get(r["name"])),
+                    **schedule_health(outcomes.get(r["name"])),
                 },
                 lates,
             )
@@ -81,22 +80,8 @@ def read_schedule(name: str, request: Request) -> dict[str, Any]:
         lates = last_late(conn, [name])
         outcome = outcome_of_schedule(conn, name)
     return with_last_late(
-        {**schedule_resource(row, totals, ledger, actions), **_health(outcome)}, lates
+        {**schedule_resource(row, totals, ledger, actions), **schedule_health(outcome)}, lates
     )
-
-
-def _health(outcome: ScheduleOutcome | None) -> dict[str, Any]:
-    """``last_outcome`` (the newest occurrence that ended) and ``last_success`` (its instant)."""
-    if outcome is None:
-        return {"last_outcome": None, "last_success": None}
-    return {
-        "last_outcome": {
-            "state": outcome.state.value,
-            "instant": instant(outcome.instant),
-            "finished_at": instant(outcome.finished_at),
-        },
-        "last_success": instant(outcome.success_instant),
-    }
 
 
 def _current(request: Request, name: str) -> dict[str, Any]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, Route, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 from sqlalchemy import Connection, Engine, func, insert, select
 
 from rota.api.failed_counts import FailedCounts
@@ -497,62 +497,55 @@ def test_the_script_writes_no_html_from_strings() -> None:
         assert sink not in script, sink
 
 
-def test_schedules_show_last_outcome_success_and_lateness_when_the_api_gives_them(
-    engine: Engine, page: Page
-) -> None:
-    # last_outcome, last_success and last_late come from other branches: until they are
-    # merged, the browser adds them to the real answers here, as those branches shape them.
+def test_schedules_show_last_outcome_success_and_lateness(engine: Engine, page: Page) -> None:
+    """Real rows: two occurrences' jobs end through the executor's finish statement (which
+    keeps the schedule's last outcome and success), and the later one's lateness is
+    recorded as the deadline check records it."""
+    from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+    from rota.core.queries.late_occurrences import LateRecord, insert_late_or_skip
+    from rota.core.states import LateReason
     from rota.scheduler.apply import apply_schedule_file
     from rota.scheduler.schedule_file.loader import load_schedule_text
 
     text = (
         "job_types:\n  t: {handler: 'm:f'}\n"
-        "schedules:\n  nightly: {job_type: t, cron: '0 2 * * *'}\n"
+        "schedules:\n  nightly: {job_type: t, cron: '0 2 * * *', deadline: 5m}\n"
     )
     apply_schedule_file(engine, load_schedule_text(text, "s.yaml"))
-    late_job = str(uuid.uuid4())
-    extra = {
-        "last_outcome": {
-            "state": "FAILED",
-            "instant": "2026-12-04T02:00:00.000000Z",
-            "finished_at": "2026-12-04T02:07:00.000000Z",
-        },
-        "last_success": "2026-12-03T02:01:00.000000Z",
-        "last_late": {
-            "schedule": "nightly",
-            "instant": "2026-12-04T02:00:00.000000Z",
-            "deadline": "2026-12-04T02:05:00.000000Z",
-            "reason": "<b>not_finished</b>",
-            "job_id": late_job,
-            "detected_at": "2026-12-04T02:05:01.000000Z",
-            "finished_at": None,
-        },
-    }
-
-    def with_fields(route: Route) -> None:
-        response = route.fetch()
-        body = response.json()
-        if "schedules" in body:
-            for s in body["schedules"]:
-                s.update(extra)
-        else:
-            body.update(extra)
-        route.fulfill(response=response, json=body)
-
-    page.route("**/dashboard/data", with_fields)
-    page.route("**/schedules/nightly", with_fields)
+    spec = job_type("t")
+    first, second = datetime(2026, 12, 3, 2, tzinfo=UTC), datetime(2026, 12, 4, 2, tzinfo=UTC)
+    for instant, state in ((first, JobState.SUCCEEDED), (second, JobState.FAILED)):
+        job = NewJob.of_type(spec, schedule_name="nightly", scheduled_for=instant)
+        with engine.begin() as conn:
+            insert_jobs_or_skip(conn, [job])
+        finish_claimed(engine, 1, state, "BOOM" if state is JobState.FAILED else None, "")
+    late_job = str(job.job_id)
+    with engine.begin() as conn:
+        insert_late_or_skip(
+            conn,
+            [
+                LateRecord(
+                    "nightly",
+                    second,
+                    second + timedelta(minutes=5),
+                    LateReason.FAILED,
+                    job.job_id,
+                    second + timedelta(minutes=5, seconds=1),
+                )
+            ],
+        )
     with running_api(engine) as base:
         page.goto(base + "/#/schedules")
         row = page.locator("#schedules tr", has_text="nightly")
         expect(row.locator(".last-outcome .bad")).to_have_text("FAILED")
         expect(row.locator(".last-outcome")).to_contain_text("for 2026-12-04 02:00:00Z")
-        expect(row.locator(".last-success")).to_have_text("last success 2026-12-03 02:01:00Z")
-        expect(row.locator(".late.bad")).to_contain_text("late: <b>not_finished</b>")
+        expect(row.locator(".last-success")).to_have_text("last success 2026-12-03 02:00:00Z")
+        expect(row.locator(".late.bad")).to_contain_text("late: failed")
         expect(row.locator(".late")).to_contain_text("due by 2026-12-04 02:05:00Z")
         expect(row.locator(".late a")).to_have_text(late_job)
         page.goto(base + "/#/schedules/nightly")
         fields = page.locator("#schedule dl")
         expect(fields).to_contain_text("last outcomeFAILED for 2026-12-04 02:00:00Z")
-        expect(fields).to_contain_text("last success2026-12-03 02:01:00Z")
-        expect(fields.locator(".late.bad")).to_contain_text("late: <b>not_finished</b>")
+        expect(fields).to_contain_text("last success2026-12-03 02:00:00Z")
+        expect(fields.locator(".late.bad")).to_contain_text("late: failed")
         assert page.locator("#schedule dl b").count() == 0
