@@ -33,7 +33,12 @@ from rota.api.auth import operator_note
 from rota.api.problems import INVALID_REQUEST, MALFORMED_BODY, Problem
 from rota.api.resources import audit_resource, instant
 from rota.core.durations import DurationError, parse_duration
-from rota.core.operator_notes import ACTOR_MAX_CHARS, ActionNote, check_note_text
+from rota.core.operator_notes import (
+    ACTOR_MAX_CHARS,
+    REASON_MAX_CHARS,
+    ActionNote,
+    check_note_text,
+)
 from rota.core.queries.jobs_read import database_now
 from rota.core.queries.operator_actions import AuditKeyset, audit_entry, newest_actions
 from rota.core.timefmt import as_utc, parse_instant
@@ -46,6 +51,14 @@ MAX_ACTION_BODY = 16_384  # a reason is at most 1,000 characters, 6 bytes each w
 MAX_ACTION_ID = 2**63 - 1
 
 
+# What ``ActionNote.of`` keeps, said in the schema too (it checks, with its own words):
+# at most REASON_MAX_CHARS characters, none of them a control character (Cc).
+REASON_SCHEMA: dict[str, Any] = {
+    "maxLength": REASON_MAX_CHARS,
+    "pattern": r"^[^\u0000-\u001f\u007f-\u009f]*$",
+}
+
+
 class ActionBody(BaseModel):
     """Why the action is taken; optional, as is the body itself."""
 
@@ -54,6 +67,7 @@ class ActionBody(BaseModel):
     reason: str | None = Field(
         default=None,
         description="why, kept with the actor and the time (at most 1,000 characters, one line)",
+        json_schema_extra=REASON_SCHEMA,
     )
 
 

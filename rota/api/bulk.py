@@ -27,7 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Engine
 
-from rota.api.audit import MAX_ACTION_BODY
+from rota.api.audit import MAX_ACTION_BODY, REASON_SCHEMA
 from rota.api.auth import operator_note
 from rota.api.jobs import SEARCH_MAX_CHARS, engine_of, job_filter
 from rota.api.problems import INVALID_REQUEST, MALFORMED_BODY, UNAVAILABLE, Problem
@@ -67,7 +67,11 @@ class BulkRequest(BaseModel):
         max_length=SEARCH_MAX_CHARS,
         description="search the id, dedup key, error code and detail",
     )
-    reason: str | None = Field(default=None, description="kept in the audit with the actor")
+    reason: str | None = Field(
+        default=None,
+        description="kept in the audit with the actor (at most 1,000 characters, one line)",
+        json_schema_extra=REASON_SCHEMA,
+    )
     max: int | None = Field(
         default=None,
         ge=1,

@@ -78,6 +78,10 @@ def parse_since(text: str, now: datetime) -> datetime:
         pass  # not a duration: an instant, perhaps
     try:
         return parse_instant(text)
+    except OverflowError:  # in range as written, out of it in UTC (9999-12-31T23:00-05:00)
+        raise UserError(
+            f"--since: {text[:100]!r} is out of the range of instants (years 1 to 9999 in UTC)"
+        ) from None
     except ValueError:
         raise UserError(
             f"--since: {text!r} is neither a duration (like 1h, 30m or 2d) nor an ISO-8601 "

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -17,6 +18,18 @@ from rota.core.states import JobState
 from rota.core.timefmt import as_utc
 
 Row = Mapping[Any, Any]  # a job or attempt row (SQLAlchemy RowMapping)
+
+# C0 and C1 controls but tab and newline: ESC, BEL, CR and the like drive a terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` for a terminal: each control character but tab and newline as ``\\xNN``.
+
+    An error detail or an output is whatever a handler wrote; an escape sequence in
+    it would otherwise retitle, clear or rewrite the operator's terminal.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _ago(now: datetime, then: datetime | None) -> str:
@@ -124,7 +137,7 @@ def jobs_table(rows: Sequence[Row], now: datetime) -> str:
             f"{job['job_id']!s:36}  {_cell(job['job_type'], 20)}  "
             f"{_cell(job['schedule_name'], 20)}  {job['state']:16}  {describe(job, now)}"
         )
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
 def action_line(action: Row) -> str:
@@ -212,4 +225,4 @@ def job_detail(
     if actions:
         lines.append("  operator actions")
         lines += [f"    {action_line(a)}" for a in actions]
-    return "\n".join(lines)
+    return visible("\n".join(lines))

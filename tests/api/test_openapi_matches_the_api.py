@@ -22,6 +22,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -92,6 +93,40 @@ def test_schemathesis_finds_no_500_and_no_answer_the_document_does_not_name(base
                 run()
             except Unsatisfiable:  # no parameter and no body: nothing can be made invalid
                 assert mode is GenerationMode.NEGATIVE, operation.label
+
+
+def test_a_reason_the_document_allows_is_accepted(base: str) -> None:
+    """Every ``reason`` the document allows is one the server keeps: its limits (length,
+    no control character) are in the schema, not only in a 422's prose."""
+    schema = schemathesis.openapi.from_url(f"{base}/openapi.json", headers=AUTH)
+    actions = []
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result
+        op = result.ok()
+        if (
+            op.method.upper() == "POST"
+            and op.path.endswith(("/cancel", "/replay", "/pause", "/resume", "/trigger"))
+            and "{" in op.path  # the bulk forms refuse a body without a filter
+        ):
+            actions.append(op)
+    assert len(actions) == 5
+    for operation in actions:
+
+        @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+        @settings(
+            max_examples=30,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        def run(case: schemathesis.Case[Any]) -> None:
+            case.call_and_validate(
+                base_url=base, headers=AUTH, checks=[not_a_server_error, positive_data_acceptance]
+            )
+
+        run()
 
 
 def test_errors_are_problems_and_every_operation_says_what_the_gate_answers(

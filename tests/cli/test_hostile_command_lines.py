@@ -75,3 +75,13 @@ def test_jobs_limit_out_of_range(
     code, _, err = rota(capsys, "jobs", "--limit", limit, "--db", applied)
     assert code == 2
     assert "--limit: must be between 1 and 10,000,000" in err
+
+
+@pytest.mark.parametrize("command", [["jobs"], ["late"], ["audit"], ["cancel"], ["replay"]])
+@pytest.mark.parametrize("since", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+def test_since_out_of_range_names_the_option(
+    applied: str, capsys: pytest.CaptureFixture[str], command: list[str], since: str
+) -> None:
+    code, _, err = rota(capsys, *command, "--since", since, "--db", applied)
+    assert (code, "Traceback" in err) == (2, False), err
+    assert "--since" in err and "years 1 to 9999 in UTC" in err, err

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 
 import pytest
 from sqlalchemy import Engine
@@ -61,3 +65,66 @@ def test_a_job_without_attempts_has_no_output(
     code, out, err = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
     assert code == 2 and out == ""
     assert f"job {job_id} has no attempts yet" in err
+
+
+def test_a_handlers_escape_sequences_never_reach_the_terminal(
+    engine: Engine,
+    db_url: str,
+    start_executor: StartExecutor,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ESC, BEL and CR a command wrote are shown as \\x1b, \\x07, \\x0d by `rota jobs`,
+    `rota job` and `rota job --output` on a terminal; `--output` into a pipe stays exact."""
+    hostile = "x\x1b]0;pwned\x07\x1b[2J\ty"
+    spec = JobTypeSpec(
+        name="esc",
+        command=("sh", "-c", 'printf "%s\\r\\n" "$0"; printf "%s" "$0" >&2; exit 4', hostile),
+        max_attempts=1,
+    )
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec)
+    start_executor()
+    wait_for(state_is(engine, job_id, "FAILED"), what="FAILED")
+
+    for argv in (["jobs"], ["job", str(job_id)]):
+        code, out, _ = rota(capsys, *argv, "--db", db_url)
+        assert code == 0 and "pwned" in out
+        assert not {"\x1b", "\x07"} & set(out), out
+        assert "x\\x1b]0;pwned\\x07\\x1b[2J" in out
+
+    code, out, _ = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
+    assert code == 0 and hostile + "\r\n" in out  # a pipe or a file gets what was written
+
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from rota.cli.main import main; sys.exit(main())",
+                "job",
+                str(job_id),
+                "--output",
+                "--db",
+                db_url,
+            ],
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+    assert done.returncode == 0, done.stderr
+    assert b"pwned" in shown and not {0x1B, 0x07} & set(shown), shown
+    assert b"x\\x1b]0;pwned\\x07\\x1b[2J\ty" in shown and b"\\x0d" in shown

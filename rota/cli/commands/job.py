@@ -3,7 +3,8 @@
 ID is the job's id or a unique prefix of it (at least 8 hex digits).
 
 ``--output`` prints instead the tail of what one attempt's handler wrote (its
-command's stdout and stderr, its log records), exactly as kept: the latest
+command's stdout and stderr, its log records), exactly as kept (on a terminal,
+control characters but tab and newline show as ``\\xNN``): the latest
 attempt, or ``--attempt N`` (1 for the first, in the order they started). A
 note on stderr says when earlier output was not kept.
 """
@@ -16,7 +17,7 @@ import sys
 from typing import Any
 
 from rota.cli.common import UserError, add_db_option, open_database
-from rota.cli.status import action_json, attempt_json, job_detail, job_json
+from rota.cli.status import action_json, attempt_json, job_detail, job_json, visible
 from rota.core.queries.attempt_output import AttemptOutput, attempt_output
 from rota.core.queries.job_ids import JobRefError, resolve_job_id
 from rota.core.queries.jobs_read import database_now, get_attempts, get_job
@@ -105,6 +106,7 @@ def _print_output(job_id: object, kept: AttemptOutput, as_json: bool) -> int:
             f"(attempt {kept.number} is still running: its output is kept when it ends)",
             file=sys.stderr,
         )
-    sys.stdout.write(kept.output)
+    # A terminal gets the control characters shown; a pipe or a file gets them as kept.
+    sys.stdout.write(visible(kept.output) if sys.stdout.isatty() else kept.output)
     sys.stdout.flush()
     return 0
