@@ -23,7 +23,7 @@ from rota.core.database import (
     short_error,
 )
 
-HEAD = "0016"
+HEAD = "0017"
 VERSION_TABLE = "alembic_version"
 
 

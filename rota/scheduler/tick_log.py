@@ -43,7 +43,7 @@ def log_batch(
         for job in jobs:
             if job.job_id in inserted and job.scheduled_for is not None:
                 late = (clock - job.scheduled_for).total_seconds()
-                metrics.observe(SCHEDULER_DELAY, (str(job.schedule_name),), late)
+                metrics.observe(SCHEDULER_DELAY, (), late)
     for name, level, fields in events:
         emit(log, name, level, **fields)
     if not log.isEnabledFor(logging.INFO):
