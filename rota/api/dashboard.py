@@ -104,8 +104,14 @@ def quantile(q: float, buckets: Mapping[str, float]) -> float | None:
     return lower
 
 
-def _summaries(rows: Sequence[Mapping[Any, Any]], metric: str, key_index: int) -> dict[str, Any]:
-    """Per label value (``key_index``): last-hour quantiles and a per-minute series."""
+EVERY_SCHEDULE = "every schedule"  # the key of a histogram without a label to group by
+
+
+def _summaries(
+    rows: Sequence[Mapping[Any, Any]], metric: str, key_index: int | None
+) -> dict[str, Any]:
+    """Per label value (``key_index``; None: one for all): last-hour quantiles and a
+    per-minute series."""
     whole: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     minutes: dict[str, dict[datetime, dict[str, float]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(float))
@@ -113,7 +119,7 @@ def _summaries(rows: Sequence[Mapping[Any, Any]], metric: str, key_index: int) -
     for r in rows:
         if r["metric"] != metric:
             continue
-        key = decode_labels(r["labels"])[key_index]
+        key = EVERY_SCHEDULE if key_index is None else decode_labels(r["labels"])[key_index]
         whole[key][r["le"]] += float(r["n"])
         minutes[key][r["minute"]][r["le"]] += float(r["n"])
     out: dict[str, Any] = {}
@@ -202,7 +208,7 @@ def dashboard_data(conn: Connection, failed_counts: FailedCounts) -> dict[str, A
             "execution": _summaries(window, EXECUTION.name, 0),
             "end_to_end": _summaries(window, END_TO_END.name, 0),
             "cancel_latency": _summaries(window, CANCEL_LATENCY.name, 0),
-            "scheduler_delay": _summaries(window, SCHEDULER_DELAY.name, 0),
+            "scheduler_delay": _summaries(window, SCHEDULER_DELAY.name, None),
         },
         "expired_leases": {
             name: {"last_hour": expired_hour.get(name, 0.0), "total": n}

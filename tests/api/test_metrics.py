@@ -149,6 +149,9 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
     ):
         response = a.get("/metrics")
         text_b = b.get("/metrics").text
+        page = a.get("/dashboard/data")
+    assert page.status_code == 200, page.text
+    (delay,) = page.json()["latency"]["scheduler_delay"].values()  # every schedule's, as one
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
     s = samples(text)
@@ -191,6 +194,7 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
     delays = [x for x in s if x.name == "rota_scheduler_delay_seconds_count"]
     # One histogram for every schedule: a series per schedule made big scrapes.
     assert [(x.labels, x.value) for x in delays] == [({}, created)]
+    assert delay["count"] == created
     assert skips["skipper"]["misfire"] > 300
     assert (
         value(s, "rota_schedule_skipped_total", schedule="skipper", reason="misfire")

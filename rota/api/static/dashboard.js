@@ -411,7 +411,7 @@
       el("div", { class: "grid" },
         latencySection("End to end (created → finished)", "end-to-end", data.latency.end_to_end, data.now),
         latencySection("Cancel latency (requested → cancelled)", "cancel-latency", data.latency.cancel_latency, data.now)),
-      latencySection("Scheduler delay (created − scheduled), per schedule", "scheduler-delay",
+      latencySection("Scheduler delay (created − scheduled), every schedule", "scheduler-delay",
         data.latency.scheduler_delay, data.now),
       el("section", { id: "recent" }, el("h2", {}, "Recent jobs"), jobsTable(recent.jobs),
         el("p", {}, el("a", { href: "#/jobs" }, "all jobs: filter, search, act"))),
