@@ -133,7 +133,8 @@ def install(app: FastAPI, engine: Engine) -> None:
 
     @app.exception_handler(OperationalError)
     async def _database(request: Request, exc: OperationalError) -> JSONResponse:
-        # The database is unreachable or refused the connection: say so, password-free.
+        # The database is unreachable or refused the connection: the log says why (the
+        # driver's message names the server's address); the answer only that it is so.
         secret_url = engine.url.render_as_string(hide_password=False)
         log.warning(
             "event=api_database_error path=%s error=%s",
@@ -143,7 +144,7 @@ def install(app: FastAPI, engine: Engine) -> None:
         p = Problem(
             503,
             "Database unavailable",
-            scrub(short_error(exc), secret_url)[:300],
+            "the database cannot be reached now; the server's log says why",
             type=UNAVAILABLE,
             headers={"Retry-After": "5"},
         )
