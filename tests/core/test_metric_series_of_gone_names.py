@@ -16,10 +16,10 @@ from sqlalchemy import Engine, delete
 
 from rota.core.config import JobTypeSpec, ScheduleFile
 from rota.core.metric_deltas import (
+    DEADLINE_MISSED,
     END_TO_END,
     QUEUE_WAIT,
     SCHEDULE_SKIPPED,
-    SCHEDULER_DELAY,
     Deltas,
     decode_labels,
     delta,
@@ -50,7 +50,7 @@ def observe(engine: Engine) -> None:
         delta(QUEUE_WAIT, (job_type,), 0.2, deltas)
         delta(END_TO_END, (job_type, "SUCCEEDED"), 1.0, deltas)
     for schedule in ("kept", "gone"):
-        delta(SCHEDULER_DELAY, (schedule,), 0.1, deltas)
+        delta(DEADLINE_MISSED, (schedule, "failed"), 1, deltas)
         delta(SCHEDULE_SKIPPED, (schedule, "overlap"), 1, deltas)
     with engine.begin() as conn:
         add_metric_deltas(conn, deltas)
@@ -78,11 +78,11 @@ def test_a_removed_schedule_s_series_go_once_its_jobs_are_pruned(engine: Engine)
     SchedulerService(engine).run_once(T0 + MIN)  # a job of each
     observe(engine)
     apply(engine, "kept", types=both)  # "gone" is removed, but its job remains
-    assert exported(engine)[SCHEDULER_DELAY.name] == {"kept", "gone"}
+    assert exported(engine)[DEADLINE_MISSED.name] == {"kept", "gone"}
     finish_all(engine)
     prune(engine, older_than=timedelta(0))
     series = exported(engine)
-    assert series[SCHEDULER_DELAY.name] == {"kept"}
+    assert series[DEADLINE_MISSED.name] == {"kept"}
     assert series[SCHEDULE_SKIPPED.name] == {"kept"}
     assert series[QUEUE_WAIT.name] == {"work", "old.work"}  # declared job types stay
 
@@ -101,7 +101,7 @@ def test_an_undeclared_job_type_s_series_go_at_the_next_apply_once_none_of_its_j
     series = exported(engine)
     assert series[QUEUE_WAIT.name] == {"work"}
     assert series[END_TO_END.name] == {"work"}
-    assert series[SCHEDULER_DELAY.name] == {"kept"}  # "gone" was never applied: it goes too
+    assert series[DEADLINE_MISSED.name] == {"kept"}  # "gone" was never applied: it goes too
 
 
 def test_a_file_without_job_types_forgets_no_job_type(engine: Engine) -> None:

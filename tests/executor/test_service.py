@@ -518,8 +518,10 @@ def test_a_job_due_before_where_the_claims_start_waits_no_poll(
         insert_jobs_or_skip(conn, new)
     early, late = (j.job_id for j in new)
     wait_for(state_is(engine, early, "SUCCEEDED"), timeout=10, what="the early job")
-    if engine.dialect.name == "postgresql":  # the start hid it: the later job went first
-        assert job_row(engine, late)["started_at"] < job_row(engine, early)["started_at"]
+    if engine.dialect.name == "postgresql":
+        # The start hid it: the later job went first, or both went in one head scan
+        # when the 3 s interval ended just as they were inserted; never the early one first.
+        assert job_row(engine, late)["started_at"] <= job_row(engine, early)["started_at"]
 
 
 def test_ticks_can_be_driven_by_hand(engine: Engine, tmp_path: Path) -> None:
