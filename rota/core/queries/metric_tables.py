@@ -78,7 +78,21 @@ def add_aggregates(conn: Connection, totals: Deltas, minutes: Mapping[datetime, 
         _upsert_minutes(conn, insert, rows)
 
 
+# Rows a statement: a multi-row VALUES binds 5 or 6 values a row, and PostgreSQL
+# binds at most 65,535 a statement, SQLite (by default) 32,766.
+ROWS_PER_STATEMENT = 1000
+
+
+def _chunks(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [rows[i : i + ROWS_PER_STATEMENT] for i in range(0, len(rows), ROWS_PER_STATEMENT)]
+
+
 def _upsert_totals(conn: Connection, insert: Any, totals: list[dict[str, Any]]) -> None:
+    for chunk in _chunks(totals):
+        _upsert_totals_once(conn, insert, chunk)
+
+
+def _upsert_totals_once(conn: Connection, insert: Any, totals: list[dict[str, Any]]) -> None:
     t = insert(metric_totals).values([{**row, "updated_at": db_now()} for row in totals])
     conn.execute(
         t.on_conflict_do_update(
@@ -93,6 +107,11 @@ def _upsert_totals(conn: Connection, insert: Any, totals: list[dict[str, Any]]) 
 
 
 def _upsert_minutes(conn: Connection, insert: Any, rows: list[dict[str, Any]]) -> None:
+    for chunk in _chunks(rows):
+        _upsert_minutes_once(conn, insert, chunk)
+
+
+def _upsert_minutes_once(conn: Connection, insert: Any, rows: list[dict[str, Any]]) -> None:
     m = insert(metric_minutes).values(rows)
     conn.execute(
         m.on_conflict_do_update(
@@ -115,7 +134,8 @@ def append_metric_events(conn: Connection, deltas: Deltas, *, now: datetime | No
     if not deltas:
         return
     minute = minute_of(now if now is not None else database_now(conn))
-    conn.execute(metric_inbox.insert().values([{**row, "minute": minute} for row in _rows(deltas)]))
+    for chunk in _chunks([{**row, "minute": minute} for row in _rows(deltas)]):
+        conn.execute(metric_inbox.insert().values(chunk))
 
 
 @dataclass(frozen=True)
