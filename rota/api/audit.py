@@ -24,13 +24,18 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 
 from rota.api.auth import operator_note
-from rota.api.problems import INVALID_REQUEST, MALFORMED_BODY, Problem
+from rota.api.problems import (
+    INVALID_REQUEST,
+    Problem,
+    bounded_body,
+    json_body,
+    validated,
+)
 from rota.api.resources import audit_resource, instant
 from rota.core.durations import DurationError, parse_duration
 from rota.core.operator_notes import (
@@ -87,18 +92,13 @@ ACTION_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 async def action_note(request: Request) -> ActionNote:
     """The request's actor and the body's reason, checked (a FastAPI dependency)."""
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_ACTION_BODY:
-            raise Problem(
-                413,
-                "Body too large",
-                f"an action's body is at most {MAX_ACTION_BODY:,} bytes: "
-                '{"reason": "..."} with a reason of at most 1,000 characters',
-                type=INVALID_REQUEST,
-            )
-    reason = _reason(bytes(raw)) if raw.strip() else None
+    raw = await bounded_body(
+        request,
+        MAX_ACTION_BODY,
+        f"an action's body is at most {MAX_ACTION_BODY:,} bytes: "
+        '{"reason": "..."} with a reason of at most 1,000 characters',
+    )
+    reason = _reason(raw) if raw.strip() else None
     try:
         return ActionNote.of(operator_note(request).actor, reason)
     except ValueError as exc:
@@ -106,12 +106,7 @@ async def action_note(request: Request) -> ActionNote:
 
 
 def _reason(raw: bytes) -> str | None:
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise Problem(
-            400, "Malformed request body", "the body is not valid JSON", type=MALFORMED_BODY
-        ) from None
+    data = json_body(raw)
     if not isinstance(data, dict):
         raise Problem(
             422,
@@ -119,10 +114,7 @@ def _reason(raw: bytes) -> str | None:
             'the body must be a JSON object, like {"reason": "..."}, or empty',
             type=INVALID_REQUEST,
         )
-    try:
-        return ActionBody.model_validate(data).reason
-    except ValidationError as exc:
-        raise RequestValidationError(exc.errors(include_input=False)) from None
+    return validated(ActionBody, data).reason
 
 
 def since_param(text: str | None, now: datetime) -> datetime | None:

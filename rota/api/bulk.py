@@ -17,20 +17,25 @@ the count and the walk are not acted on past ``max`` either.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 
 from rota.api.audit import MAX_ACTION_BODY, REASON_SCHEMA
 from rota.api.auth import operator_note
 from rota.api.jobs import SEARCH_MAX_CHARS, engine_of, job_filter
-from rota.api.problems import INVALID_REQUEST, MALFORMED_BODY, UNAVAILABLE, Problem
+from rota.api.problems import (
+    INVALID_REQUEST,
+    UNAVAILABLE,
+    Problem,
+    bounded_body,
+    json_body,
+    validated,
+)
 from rota.core.database import scrub, short_error
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.jobs_read import JobFilter
@@ -104,26 +109,10 @@ BULK_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 async def bulk_body(request: Request) -> BulkRequest:
     """The body, bounded and checked (a FastAPI dependency)."""
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_ACTION_BODY:
-            raise Problem(
-                413,
-                "Body too large",
-                f"a bulk action's body is at most {MAX_ACTION_BODY:,} bytes",
-                type=INVALID_REQUEST,
-            )
-    try:
-        data = json.loads(bytes(raw))
-    except (ValueError, RecursionError):
-        raise Problem(
-            400, "Malformed request body", "the body is not valid JSON", type=MALFORMED_BODY
-        ) from None
-    try:
-        return BulkRequest.model_validate(data)
-    except ValidationError as exc:
-        raise RequestValidationError(exc.errors(include_input=False)) from None
+    raw = await bounded_body(
+        request, MAX_ACTION_BODY, f"a bulk action's body is at most {MAX_ACTION_BODY:,} bytes"
+    )
+    return validated(BulkRequest, json_body(raw))
 
 
 Body = Annotated[BulkRequest, Depends(bulk_body)]

@@ -21,9 +21,8 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 
@@ -31,11 +30,13 @@ from rota.api.audit import ACTION_OPENAPI, ACTION_RESPONSES, action_note, since_
 from rota.api.problems import (
     ILLEGAL_TRANSITION,
     INVALID_REQUEST,
-    MALFORMED_BODY,
     NOT_FOUND,
     QUEUE_FULL,
     UNKNOWN_JOB_TYPE,
     Problem,
+    bounded_body,
+    json_body,
+    validated,
 )
 from rota.api.resources import instant, job_location, job_resource
 from rota.core.operator_notes import ActionNote
@@ -130,27 +131,12 @@ async def submit_job(request: Request) -> JSONResponse:
 
 async def read_submission(request: Request) -> JobSubmission:
     """The body as a ``JobSubmission``: JSON whatever the Content-Type says, of bounded size."""
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise Problem(
-                413,
-                "Body too large",
-                f"a job submission is at most {MAX_BODY_BYTES:,} bytes: put large data "
-                "behind payload_ref",
-                type=INVALID_REQUEST,
-            )
-    try:
-        data = json.loads(bytes(raw))
-    except (ValueError, RecursionError):
-        raise Problem(
-            400, "Malformed request body", "the body is not valid JSON", type=MALFORMED_BODY
-        ) from None
-    try:
-        return JobSubmission.model_validate(data)
-    except ValidationError as exc:
-        raise RequestValidationError(exc.errors(include_input=False)) from None
+    raw = await bounded_body(
+        request,
+        MAX_BODY_BYTES,
+        f"a job submission is at most {MAX_BODY_BYTES:,} bytes: put large data behind payload_ref",
+    )
+    return validated(JobSubmission, json_body(raw))
 
 
 def _submit(body: JobSubmission, request: Request) -> JSONResponse:

@@ -8,13 +8,15 @@ from the request in the answer (the exception is logged).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -157,3 +159,35 @@ def install(app: FastAPI, engine: Engine) -> None:
         )
         p = Problem(500, "Internal error", "the server failed; see its log", type=INTERNAL)
         return problem_response(p, request.url.path)
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+async def bounded_body(request: Request, limit: int, too_large: str) -> bytes:
+    """The request's body, read as it streams in; past ``limit`` bytes a 413 saying
+    ``too_large``, before the rest is read."""
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise Problem(413, "Body too large", too_large, type=INVALID_REQUEST)
+    return bytes(raw)
+
+
+def json_body(raw: bytes) -> Any:
+    """``raw`` as JSON, whatever the Content-Type said; a 400 problem if it is not."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise Problem(
+            400, "Malformed request body", "the body is not valid JSON", type=MALFORMED_BODY
+        ) from None
+
+
+def validated(model: type[Model], data: Any) -> Model:
+    """``data`` as ``model``; its errors answered as FastAPI's own 422 (without the input)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_input=False)) from None
