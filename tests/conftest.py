@@ -37,6 +37,7 @@ from tests.support.db_support import (
 )
 from tests.support.executor_support import Executors, StartExecutor, alive, running_executors
 from tests.support.pgserver_setup import postgres_for_tests
+from tests.support.webhook_receiver import Receiver
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -165,6 +166,15 @@ def executors(db_url: str, tmp_path: Path) -> Iterator[Executors]:
     ex = Executors(db_url, tmp_path)
     yield ex
     ex.stop_all()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on a loopback port (``tests.support.webhook_receiver``),
+    taken down at the end."""
+    r = Receiver()
+    yield r
+    r.down()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -37,13 +36,6 @@ from tests.support.webhook_receiver import (
 )
 
 INSTANT = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.down()
 
 
 def test_a_failed_job_is_posted_signed_and_verifiable(

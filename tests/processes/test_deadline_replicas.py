@@ -166,13 +166,6 @@ def clock(engine: Engine) -> datetime:
         return read_clock(conn)
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.down()
-
-
 def test_each_missed_deadline_is_recorded_and_posted_once_despite_a_killed_replica_and_receiver(
     db_url: str, tmp_path: Path, replicas: Replicas, executors: Executors, receiver: Receiver
 ) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import signal
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -25,13 +24,6 @@ from tests.support.webhook_receiver import (
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.down()
 
 
 def test_every_event_arrives_after_the_receiver_and_an_executor_were_down(
