@@ -46,6 +46,7 @@ from tests.support.executor_support import (
     Executors,
     attempt_rows,
     job_row,
+    stop_gracefully,
     subprocess_env,
     wait_for,
 )
@@ -143,15 +144,7 @@ class Replicas:
         return "\n".join(p.read_text() for p in sorted(self.logdir.glob("scheduler-*.log")))
 
     def stop_all(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        stop_gracefully(self.procs, 15)
 
 
 @pytest.fixture

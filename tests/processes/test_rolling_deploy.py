@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -31,6 +30,7 @@ from tests.support.executor_support import (
     attempt_rows,
     job_row,
     job_type,
+    stop_gracefully,
     store_types,
     subprocess_env,
     wait_for,
@@ -85,15 +85,7 @@ class Procs:
         return proc, log_path
 
     def stop_all(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        stop_gracefully(self.procs, 30)
 
 
 @pytest.fixture

@@ -228,6 +228,21 @@ class Executors:
             p.wait(10)
 
 
+def stop_gracefully(procs: Iterable[subprocess.Popen[Any]], timeout: float) -> None:
+    """SIGTERM to every process still running, then wait ``timeout`` s for each; one
+    that does not end by then is killed."""
+    procs = list(procs)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
 def alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
     try:
