@@ -130,7 +130,8 @@ async def submit_job(request: Request) -> JSONResponse:
 
 
 async def read_submission(request: Request) -> JobSubmission:
-    """The body as a ``JobSubmission``: JSON whatever the Content-Type says, of bounded size."""
+    """The body as a ``JobSubmission``, of bounded size (the gate has already refused any
+    Content-Type but application/json: ``rota.api.browser``)."""
     raw = await bounded_body(
         request,
         MAX_BODY_BYTES,

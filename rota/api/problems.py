@@ -176,7 +176,7 @@ async def bounded_body(request: Request, limit: int, too_large: str) -> bytes:
 
 
 def json_body(raw: bytes) -> Any:
-    """``raw`` as JSON, whatever the Content-Type said; a 400 problem if it is not."""
+    """``raw`` as JSON; a 400 problem if it is not."""
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
