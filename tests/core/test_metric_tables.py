@@ -9,6 +9,8 @@ failed for ever, its deltas put back and growing.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from sqlalchemy import Engine, func, select
 
 from rota.core.metric_deltas import SCHEDULE_SKIPPED, Deltas, delta
@@ -22,11 +24,14 @@ def test_a_flush_of_many_label_sets_is_written_whole(engine: Engine) -> None:
     deltas: Deltas = {}
     for i in range(LABEL_SETS):
         delta(SCHEDULE_SKIPPED, (f"schedule-{i}", "misfire"), 1, deltas)
+    # One minute for both flushes: the test is about many rows, not about the
+    # clock crossing a minute between them.
+    minute = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     with engine.begin() as conn:
-        add_metric_deltas(conn, deltas)
+        add_metric_deltas(conn, deltas, now=minute)
         append_metric_events(conn, deltas)
     with engine.begin() as conn:
-        add_metric_deltas(conn, deltas)  # the second flush adds to every row
+        add_metric_deltas(conn, deltas, now=minute)  # the second flush adds to every row
     with engine.connect() as conn:
         for table in (metric_totals, metric_minutes):
             count, total = conn.execute(select(func.count(), func.sum(table.c.n))).one()
