@@ -23,7 +23,7 @@ from rota.core.database import (
     short_error,
 )
 
-HEAD = "0017"
+HEAD = "0018"
 VERSION_TABLE = "alembic_version"
 
 

@@ -330,3 +330,62 @@ def test_the_migrated_late_reasons_are_the_models_and_a_downgrade_keeps_the_sche
         assert _drift(empty_db_url) == []
     finally:
         engine.dispose()
+
+
+def test_dropping_the_attempts_foreign_key_keeps_every_attempt_and_its_output(
+    empty_db_url: str,
+) -> None:
+    # 0018 copies job_attempts on SQLite to drop its foreign key. With foreign
+    # keys enforced, dropping the old table deleted its rows first and cascaded
+    # to job_attempt_output: every kept output would have gone. A downgrade
+    # puts the foreign key back, dropping only attempts whose job is gone.
+    engine = make_engine(empty_db_url)
+    job = "'00000000-0000-0000-0000-000000000001'"
+    orphan = "'00000000-0000-0000-0000-000000000002'"
+    if engine.dialect.name == "sqlite":
+        job, orphan = (i.replace("-", "") for i in (job, orphan))
+
+    def count(table: str) -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+    try:
+        upgrade(engine, "0017")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (job_id, job_type, pool, state, attempt_count, max_attempts,"
+                    " run_after, lease_seconds, lease_generation, created_at, updated_at,"
+                    " finished_at)"
+                    f" VALUES ({job}, 't', 'default', 'SUCCEEDED', 1, 5, CURRENT_TIMESTAMP, 60,"
+                    " 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id,"
+                    f" started_at) VALUES ({job}, 1, 1, 'w', CURRENT_TIMESTAMP)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO job_attempt_output (job_id, lease_generation, output)"
+                    f" VALUES ({job}, 1, 'kept')"
+                )
+            )
+        upgrade(engine)
+        assert (count("job_attempts"), count("job_attempt_output")) == (1, 1)
+        assert _drift(empty_db_url) == []
+        with engine.begin() as conn:  # an attempt whose job was deleted by hand
+            conn.execute(
+                text(
+                    "INSERT INTO job_attempts (job_id, attempt, lease_generation, worker_id,"
+                    f" started_at) VALUES ({orphan}, 1, 1, 'w', CURRENT_TIMESTAMP)"
+                )
+            )
+        downgrade(engine, "0017")
+        assert (count("job_attempts"), count("job_attempt_output")) == (1, 1)
+        upgrade(engine)
+        assert _drift(empty_db_url) == []
+    finally:
+        engine.dispose()

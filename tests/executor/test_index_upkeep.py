@@ -35,7 +35,7 @@ from rota.executor.service import Executor
 from tests.support.db_support import migrated_sqlite_url
 from tests.support.executor_support import REPO_ROOT
 
-QUEUE_INDEXES = {"ix_jobs_state", "ix_jobs_unfinished_created", "ix_jobs_claimable"}
+QUEUE_INDEXES = {"ix_jobs_state", "ix_jobs_waiting_created", "ix_jobs_claimable"}
 MIN_PAGES = 50  # the test's bloat is a few hundred pages; production waits for 1,024
 
 _QUEUE = """

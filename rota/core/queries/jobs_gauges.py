@@ -5,8 +5,9 @@ leased or FAILED jobs), never the history of finished jobs, and writes its
 state predicate exactly as the index does (``state IN ('QUEUED', ...)``): SQLite
 uses a partial index only when the query repeats its WHERE term.
 
-* ``unfinished_by_state``: unfinished jobs per (state, job type, pool), counted
-  from ``ix_jobs_state`` alone.
+* ``unfinished_by_state``: unfinished jobs per (state, job type, pool): the
+  waiting ones counted from ``ix_jobs_state`` alone, the leased ones (as many
+  as the executors' slots) through ``ix_jobs_leased``.
 * ``failed_by_type``: FAILED jobs per (job type, pool), from ``ix_jobs_failed``
   alone, and ``failed_at_most``: how many there are, counted up to a cap. FAILED
   jobs stay until a person replays them or retention prunes them, so these are
@@ -34,11 +35,15 @@ from sqlalchemy import Connection, TextClause, text
 from rota.core.queries.jobs_read import database_now
 from rota.core.queries.sqlparams import bind_now, qualified
 from rota.core.sqltime import read_utc
-from rota.core.states import CLAIMABLE_SQL, LEASED_SQL, UNFINISHED_SQL, JobState
+from rota.core.states import CLAIMABLE_SQL, LEASED_SQL, JobState
 
 _UNFINISHED_BY_STATE = text(f"""
     SELECT state, job_type, pool, count(*) AS n FROM jobs
-    WHERE state IN {UNFINISHED_SQL}
+    WHERE state IN {CLAIMABLE_SQL}
+    GROUP BY state, job_type, pool
+    UNION ALL
+    SELECT state, job_type, pool, count(*) AS n FROM jobs
+    WHERE state IN {LEASED_SQL}
     GROUP BY state, job_type, pool
 """)
 
@@ -56,7 +61,7 @@ _FAILED_UP_TO = text("""
 def _first_waiting(state: str) -> str:
     """The oldest ``run_after`` of one waiting state and job type: the first index entry."""
     return f"""(SELECT min(j.run_after) FROM jobs j
-                WHERE j.state IN {UNFINISHED_SQL} AND j.state = '{state}'
+                WHERE j.state IN {CLAIMABLE_SQL} AND j.state = '{state}'
                   AND j.job_type = t.name)"""
 
 
@@ -94,7 +99,7 @@ def _depth(schema: str | None) -> TextClause:
     return text(f"""
         SELECT count(*) FROM (
             SELECT 1 FROM {qualified("jobs", schema)}
-            WHERE state IN {UNFINISHED_SQL} AND state IN {CLAIMABLE_SQL} AND job_type = :job_type
+            WHERE state IN {CLAIMABLE_SQL} AND job_type = :job_type
             LIMIT :cap
         ) AS waiting
     """)
@@ -105,7 +110,7 @@ def _oldest_of_type(schema: str | None) -> TextClause:
     """The first entry of (state, job_type, run_after) for one waiting state: an index probe."""
     return text(f"""
         SELECT min(run_after) FROM {qualified("jobs", schema)}
-        WHERE state IN {UNFINISHED_SQL} AND state = :state AND job_type = :job_type
+        WHERE state IN {CLAIMABLE_SQL} AND state = :state AND job_type = :job_type
     """)
 
 
@@ -208,7 +213,7 @@ def _overdue(schema: str | None) -> TextClause:
     return text(f"""
         SELECT count(*) FROM (
             SELECT 1 FROM {qualified("jobs", schema)}
-            WHERE state IN {UNFINISHED_SQL} AND state IN {CLAIMABLE_SQL} AND job_type = :job_type
+            WHERE state IN {CLAIMABLE_SQL} AND job_type = :job_type
               AND run_after < :before
             LIMIT :cap
         ) AS overdue

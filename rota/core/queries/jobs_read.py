@@ -24,7 +24,15 @@ from sqlalchemy import (
 from rota.core.queries.index_hints import broad, indexed_by, selective
 from rota.core.queries.job_ids import JobRefError, prefix_bounds
 from rota.core.sqltime import db_now
-from rota.core.states import TERMINAL, TERMINAL_SQL, UNFINISHED, UNFINISHED_SQL
+from rota.core.states import (
+    CLAIMABLE,
+    CLAIMABLE_SQL,
+    LEASED,
+    LEASED_SQL,
+    TERMINAL,
+    TERMINAL_SQL,
+    UNFINISHED,
+)
 from rota.core.tables import job_attempts, jobs
 
 
@@ -94,12 +102,14 @@ class Keyset:
 
 
 # Each state's rows in created_at order: finished ones in ix_jobs_history,
-# unfinished ones in ix_jobs_unfinished_created. A part's WHERE repeats the
+# waiting ones in ix_jobs_waiting_created. Leased ones (as many as the
+# executors' slots) are read from ix_jobs_leased and sorted. A part's WHERE repeats the
 # index's own predicate so SQLite (which matches it textually) can use the
 # index, and ``indexed_by`` makes it, whatever statistics the file holds.
 _STATE_GROUPS = (
     (TERMINAL, TERMINAL_SQL, "ix_jobs_history"),
-    (UNFINISHED, UNFINISHED_SQL, "ix_jobs_unfinished_created"),
+    (CLAIMABLE, CLAIMABLE_SQL, "ix_jobs_waiting_created"),
+    (LEASED, LEASED_SQL, "ix_jobs_leased"),
 )
 
 
