@@ -22,6 +22,8 @@ Everything under ``rota.*`` other than the names below is internal and may chang
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rota.core.version import __version__
 from rota.executor.context import Covers, JobContext
 from rota.executor.errors import (
@@ -31,14 +33,38 @@ from rota.executor.errors import (
     PermanentError,
     RetryableError,
 )
-from rota.producer.enqueue import (
-    Enqueued,
-    JobRequest,
-    QueueFull,
-    UnknownJobType,
-    enqueue,
-    enqueue_many,
+
+if TYPE_CHECKING:
+    from rota.producer.enqueue import (
+        Enqueued,
+        JobRequest,
+        QueueFull,
+        UnknownJobType,
+        enqueue,
+        enqueue_many,
+    )
+
+# The producer's names are imported on first use (PEP 562): a process that only
+# runs jobs (an executor, whose handlers import rota for JobContext and the
+# errors) never loads the producer, its backpressure checks and their queries.
+_PRODUCER = frozenset(
+    ("Enqueued", "JobRequest", "QueueFull", "UnknownJobType", "enqueue", "enqueue_many")
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PRODUCER:
+        import rota.producer.enqueue as producer  # here: see _PRODUCER
+
+        value = getattr(producer, name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PRODUCER})
+
 
 __all__ = [
     "AmbiguousError",

@@ -8,7 +8,6 @@ failure. A user mistake never prints a traceback: commands raise ``UserError``
 from __future__ import annotations
 
 import argparse
-import getpass
 import logging
 import os
 import signal
@@ -93,6 +92,8 @@ def add_note_options(parser: argparse.ArgumentParser) -> None:
 def os_user() -> str:
     """Who runs this command: the login name ($LOGNAME, $USER...), else the account's name
     in the password database, else the numeric user id (a container with neither)."""
+    import getpass  # here: only operator commands ask (it imports termios)
+
     candidates: list[Callable[[], str]] = [getpass.getuser]
     if hasattr(os, "getuid"):
         import pwd  # POSIX only

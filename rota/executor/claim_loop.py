@@ -16,7 +16,9 @@ of ``PRAGMA data_version`` (``sqlite_watch``), set the loop's ``wake`` event.
 Upkeep in idle moments: retention (``pruner``) takes one bounded step when a
 claim found nothing at all, or between claims once a pass is overdue; index
 upkeep (``reindexer``, PostgreSQL) runs in a thread of its own while the last
-claim found nothing due.
+claim found nothing due. Neither is imported before the first claim: the
+pruner is made at its first use, the index upkeep started after the first
+claim (its first check is minutes away).
 
 A failed pass never ends the loop: a database outage is logged once and
 retried with backoff (``runtime.outage``), a bug of ours is logged each time;
@@ -29,7 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Engine
 
@@ -37,16 +39,23 @@ from rota.core.metric_deltas import MetricsRecorder
 from rota.executor.claimer import MAX_CLAIM_BATCH, Claimer
 from rota.executor.held import HeldJobs
 from rota.executor.listener import Listener
-from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
-from rota.executor.reindexer import DEFAULT_FIRST_CHECK, DEFAULT_REINDEX_INTERVAL, Reindexer
 from rota.executor.runnable import RunnableTypes
 from rota.executor.slots import Slots
 from rota.executor.sqlite_watch import SqliteWatcher
 from rota.executor.transactions import LoopConnection
+from rota.executor.upkeep import (
+    DEFAULT_FIRST_CHECK,
+    DEFAULT_PRUNE_INTERVAL,
+    DEFAULT_REINDEX_INTERVAL,
+)
 from rota.runtime.events import emit
 from rota.runtime.liveness import Liveness
 from rota.runtime.outage import Outage, describe, is_database_error
 from rota.runtime.startstop import Service, spawn
+
+if TYPE_CHECKING:  # imported where first made (pruner, reindexer): not on the way to a claim
+    from rota.executor.pruner import Pruner
+    from rota.executor.reindexer import Reindexer
 
 log = logging.getLogger("rota.executor")
 T = TypeVar("T")
@@ -79,7 +88,7 @@ class ClaimLoop:
         secret_url: str | None = None,
     ) -> None:
         types = RunnableTypes(engine, slots.handlers, pools)
-        self.claimer = claimer = Claimer(
+        self.claimer = Claimer(
             db,
             owner,
             pools,
@@ -99,36 +108,73 @@ class ClaimLoop:
         self.wake = threading.Event()
         self.idle = False  # the last claim found nothing due
         # Retention in bounded steps, over this loop's connection (no interval: never).
-        self.pruner = Pruner(db, types.all, prune_interval or 0.0, outage=outage)
+        self._pruner: Pruner | None = None  # made at first use (``pruner``)
+        self._prune_interval = prune_interval or 0.0
         self._prunes = prune_interval is not None
-        # Index upkeep (PostgreSQL; no interval: never), in a thread of its own.
-        self.reindexer: Reindexer | None = None
-        if reindex_interval is not None and engine.dialect.name == "postgresql":
-            self.reindexer = Reindexer(
-                engine,
-                lambda: self.idle and claimer.claiming,
-                interval=reindex_interval,
-                first_check=reindex_first_check,
-                secret_url=secret_url,
-            )
+        self._born = time.monotonic()
+        # Index upkeep (PostgreSQL; no interval: never), in a thread of its own,
+        # made at first use (``reindexer``), started after the first claim.
+        self._engine = engine
+        self._reindexes = reindex_interval is not None and engine.dialect.name == "postgresql"
+        self._reindex_interval = reindex_interval or 0.0
+        self._reindex_first_check = reindex_first_check
+        self._secret_url = secret_url
+        self._reindexer: Reindexer | None = None
         self._wakeups: Service | None = None
         if listen and engine.dialect.name == "postgresql":
             self._wakeups = Listener(engine, self.wake, outage)
         elif listen and engine.dialect.name == "sqlite":
             self._wakeups = SqliteWatcher(engine, self.wake)
 
+    @property
+    def pruner(self) -> Pruner:
+        """Retention's stepper, made at first use (after the first claim, in ``run``)."""
+        if self._pruner is None:
+            from rota.executor.pruner import Pruner  # here: not on the way to the first claim
+
+            self._pruner = Pruner(
+                self.claimer.db,
+                self.claimer.types.all,
+                self._prune_interval,
+                outage=self._outage,
+                born=self._born,
+            )
+        return self._pruner
+
+    @property
+    def reindexer(self) -> Reindexer | None:
+        """The index upkeep (None: off), made at first use; ``run`` starts it."""
+        if self._reindexer is None and self._reindexes:
+            from rota.executor.reindexer import Reindexer  # here: not on the way to a claim
+
+            claimer = self.claimer
+            self._reindexer = Reindexer(
+                self._engine,
+                lambda: self.idle and claimer.claiming,
+                interval=self._reindex_interval,
+                first_check=self._reindex_first_check,
+                secret_url=self._secret_url,
+            )
+        return self._reindexer
+
     def start(self) -> None:
-        """Start what runs beside the loop: the wake-ups and the index upkeep."""
+        """Start what runs beside the loop: the wake-ups (the index upkeep: ``run``)."""
         if self._wakeups is not None:
             self._wakeups.start()
-        if self.reindexer is not None:
-            self.reindexer.start()
+
+    def _start_index_upkeep(self) -> None:
+        """Start the index upkeep's thread, once the first claim is made: the first
+        check is ``reindex_first_check`` (minutes) away, and its module is then
+        imported off the path to that claim."""
+        reindexer = self.reindexer
+        if reindexer is not None and self.claimer.claiming:
+            reindexer.start()
 
     def stop_claiming(self) -> None:
         """Claim nothing more; cancel a rebuild under way (it holds no job)."""
         self.claimer.claiming = False
-        if self.reindexer is not None:
-            self.reindexer.stop()
+        if self._reindexer is not None:  # none was made: none to stop
+            self._reindexer.stop()
 
     def stop(self) -> None:
         """Stop the wake-ups and give the loop's connection back."""
@@ -147,6 +193,7 @@ class ClaimLoop:
         spawn(wake_on_stop, "rota-stop")
         claimer = self.claimer
         next_sweep = 0.0
+        upkeep_started = False
         while not stop.is_set():
             self._outage.check()  # a permanent fault, met by any loop: stop
             self._liveness.passed("claim")
@@ -157,6 +204,9 @@ class ClaimLoop:
             asked = claimer.limit()
             claimed = self._guarded(claimer.claim_once) or 0
             self.idle = asked > 0 and claimed == 0
+            if not upkeep_started:
+                self._start_index_upkeep()
+                upkeep_started = True
             if not self.idle and self._prunes and self.pruner.overdue():
                 # A busy spell (every claim found work) has made a pruning pass
                 # overdue: one bounded step between claims, until the pass is done.

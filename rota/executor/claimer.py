@@ -29,7 +29,6 @@ from rota.executor.observations import observe_claim, observe_swept
 from rota.executor.runnable import RunnableTypes
 from rota.executor.slots import Slots
 from rota.executor.transactions import LoopConnection
-from rota.producer.notify import guarded, notify_failed_jobs
 from rota.runtime.outage import Outage
 
 log = logging.getLogger("rota.executor")
@@ -118,6 +117,9 @@ class Claimer:
             swept = sweep_expired_leases(conn, now=now)
             failed = [s.job_id for s in swept if s.state is JobState.FAILED]
             if failed:
+                # Imported on a failure only: a start, or a job that succeeds, needs no webhooks.
+                from rota.producer.notify import guarded, notify_failed_jobs
+
                 at = now or datetime.now(UTC)
                 guarded(conn, lambda c: notify_failed_jobs(c, failed, at))
         self._outage.ok()

@@ -44,12 +44,12 @@ from rota.core.queries.metric_tables import forget_series_of_gone
 from rota.core.queries.schedules import live_schedule_names
 from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
 from rota.executor.transactions import LoopConnection
+from rota.executor.upkeep import DEFAULT_PRUNE_INTERVAL
 from rota.runtime.events import emit
 from rota.runtime.outage import Outage, describe
 
 log = logging.getLogger("rota.executor")
 
-DEFAULT_PRUNE_INTERVAL = 60.0
 SQLITE_PRUNE_BATCH = 500  # one write transaction holds the database's only write lock
 OVERDUE_INTERVALS = 10  # a pass this many intervals late is taken while busy, too
 PRUNE_FAILED_EVERY = 60.0  # seconds: at most one prune_failed line this often
@@ -63,7 +63,10 @@ class Pruner:
         interval: float = DEFAULT_PRUNE_INTERVAL,
         batch: int | None = None,
         outage: Outage | None = None,
+        born: float | None = None,
     ) -> None:
+        """``born``: when the executor started (monotonic; default now): a busy start
+        is not a late pass."""
         self._db = db
         self._specs = specs
         self._outage = outage
@@ -72,7 +75,7 @@ class Pruner:
             PRUNE_BATCH if db.engine.dialect.name == "postgresql" else SQLITE_PRUNE_BATCH
         )
         self._next_pass = 0.0  # monotonic; the first pass comes at the first idle moment
-        self._born = time.monotonic()  # a busy start is not a late pass
+        self._born = time.monotonic() if born is None else born
         self._rules: list[PruneRule] | None = None  # the pass under way, rules left
         self._said_failed = False  # this pass has logged its prune_failed line
         self._said_at = -PRUNE_FAILED_EVERY  # monotonic, when one was last logged

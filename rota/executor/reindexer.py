@@ -63,14 +63,13 @@ from rota.core.queries.index_upkeep import (
     upkeep_possible,
     upkeep_session,
 )
+from rota.executor.upkeep import DEFAULT_FIRST_CHECK, DEFAULT_REINDEX_INTERVAL
 from rota.runtime.events import emit
 from rota.runtime.outage import describe
 from rota.runtime.startstop import BackgroundLoop, spawn
 
 log = logging.getLogger("rota.executor")
 
-DEFAULT_REINDEX_INTERVAL = 3600.0
-DEFAULT_FIRST_CHECK = 300.0  # after start: a fleet's restart is not a burst of checks
 BUSY_RETRY_SECONDS = 60.0
 LOCK_TIMEOUT_SECONDS = 5  # a rebuild (or a catalog read) waits no longer for a lock
 CANCEL_SECONDS = 5.0  # stop(): how long cancels are sent while the check runs on

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
@@ -24,7 +25,9 @@ from rota.core.queries.jobs_claim import ClaimedJob
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.importable import ImportCheck
 from rota.executor.job_type_cache import JobTypeCache
-from rota.producer.notify import Notice, guarded, notify_many
+
+if TYPE_CHECKING:
+    from rota.producer.notify import Notice
 
 log = logging.getLogger("rota.executor")
 
@@ -81,6 +84,8 @@ class RunnableTypes:
         news = self._imports.take_news()
         if not news:
             return
+        from rota.producer.notify import guarded, notify_many  # only with news: not at every start
+
         notices = [_unavailable(spec, problems) for spec, problems in news]
         now = datetime.now(UTC)
         try:
@@ -91,6 +96,8 @@ class RunnableTypes:
 
 
 def _unavailable(spec: JobTypeSpec, problems: dict[str, str]) -> Notice:
+    from rota.producer.notify import Notice  # see _notify_unavailable
+
     reason = "; ".join(f"{field}: {why}" for field, why in sorted(problems.items()))
     blob = json.dumps([spec.to_json(), reason], sort_keys=True, default=str)
     digest = hashlib.sha256(blob.encode("utf-8", "replace")).hexdigest()[:32]

@@ -22,7 +22,6 @@ from rota.core.config import Isolation
 from rota.core.queries.jobs_outcome import Finish
 from rota.executor import outcomes
 from rota.executor.aio import EventLoopThread, TaskStopped
-from rota.executor.command import run_command
 from rota.executor.context import JobContext
 from rota.executor.errors import (
     JobCancelled,
@@ -31,7 +30,6 @@ from rota.executor.errors import (
     RetryableError,
 )
 from rota.executor.handlers import HandlerRegistry
-from rota.executor.isolation import run_isolated
 from rota.executor.lease import HeldJob
 from rota.executor.output import OutputTail, capturing
 from rota.runtime.logcontext import job_log_context
@@ -71,6 +69,9 @@ def _run(  # noqa: C901 - a job's whole run in one try: type missing, reconcile 
             if spec.reconcile is not None:
                 in_hook = True
                 if spec.isolation is Isolation.PROCESS:
+                    # Imported here: multiprocessing and the child's code serve only these types.
+                    from rota.executor.isolation import run_isolated
+
                     done = run_isolated(spec.reconcile, "reconcile", ctx, held) is True
                 else:
                     done = _call(registry.resolve(spec.reconcile), ctx, held, aio) is True
@@ -81,9 +82,14 @@ def _run(  # noqa: C901 - a job's whole run in one try: type missing, reconcile 
                 return outcomes.unreconcilable(c)
             # idempotent without a hook: repeating the work is safe, run it
         if spec.command is not None:
+            from rota.executor.command import run_command  # only command: types (not at start)
+
             run_command(spec.command, ctx, held)
         elif spec.isolation is Isolation.PROCESS:
             assert spec.handler is not None, "a job type has a handler or a command"
+            # Imported here: multiprocessing and the child's code serve only these types.
+            from rota.executor.isolation import run_isolated
+
             result_ref = outcomes.result_ref_of(run_isolated(spec.handler, "handler", ctx, held))
         else:
             assert spec.handler is not None, "a job type has a handler or a command"

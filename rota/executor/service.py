@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -45,11 +45,14 @@ from rota.executor.drain import DEFAULT_DRAIN_TIMEOUT, drain
 from rota.executor.heartbeat import Heartbeat
 from rota.executor.held import HeldJobs
 from rota.executor.lease import HeldJob
-from rota.executor.pruner import DEFAULT_PRUNE_INTERVAL, Pruner
-from rota.executor.reindexer import DEFAULT_FIRST_CHECK, DEFAULT_REINDEX_INTERVAL, Reindexer
 from rota.executor.slots import DEFAULT_PREFETCH, Slots
 from rota.executor.summary import DEFAULT_SUMMARY_INTERVAL, JobSummary, SummaryLoop, log_summary
 from rota.executor.transactions import LoopConnection
+from rota.executor.upkeep import (
+    DEFAULT_FIRST_CHECK,
+    DEFAULT_PRUNE_INTERVAL,
+    DEFAULT_REINDEX_INTERVAL,
+)
 from rota.executor.writer import OutcomeWriter
 from rota.runtime.events import emit
 from rota.runtime.identity import new_worker_id
@@ -57,6 +60,10 @@ from rota.runtime.liveness import Liveness
 from rota.runtime.metrics_flush import MetricsFlusher
 from rota.runtime.outage import Outage
 from rota.runtime.registry import DEFAULT_INTERVAL_SECONDS, Registration
+
+if TYPE_CHECKING:  # made by the claim loop after its first claim, not imported at start
+    from rota.executor.pruner import Pruner
+    from rota.executor.reindexer import Reindexer
 
 log = logging.getLogger("rota.executor")
 
@@ -184,7 +191,7 @@ class Executor:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background threads (slots, writer, heartbeat, wake-ups, upkeep)."""
+        """Start the background threads (slots, writer, heartbeat, wake-ups; index upkeep: run)."""
         if self._started:
             return
         self._started = True

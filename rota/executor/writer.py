@@ -38,7 +38,6 @@ from rota.core.states import JobState
 from rota.executor.lease import HeldJob
 from rota.executor.outcomes import unstorable
 from rota.executor.transactions import LoopConnection, refused_for_its_values
-from rota.producer.notify import guarded, notify_failed_jobs
 from rota.runtime.events import emit
 from rota.runtime.outage import Outage
 from rota.runtime.startstop import BackgroundLoop
@@ -216,6 +215,9 @@ class OutcomeWriter(BackgroundLoop):
             # A failure is notified in the transaction that writes it: the
             # deliveries exist exactly when the FAILED rows do. Only the rows
             # written: a lost lease's job was (or will be) reported by its holder.
+            # Imported on a failure only: a start, or a job that succeeds, needs no webhooks.
+            from rota.producer.notify import guarded, notify_failed_jobs
+
             with self._db.begin() as conn:
                 results: list[Written] = finish_if_lease_held(
                     conn, owner=self._owner, finishes=finishes

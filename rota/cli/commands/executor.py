@@ -20,7 +20,6 @@ from rota.cli.common import (
     open_database,
 )
 from rota.cli.listen_option import add_listen_option, use_listen_url
-from rota.executor.reindexer import DEFAULT_REINDEX_INTERVAL
 from rota.executor.service import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DRAIN_TIMEOUT,
@@ -28,6 +27,7 @@ from rota.executor.service import (
     DEFAULT_SWEEP_INTERVAL,
     Executor,
 )
+from rota.executor.upkeep import DEFAULT_REINDEX_INTERVAL
 
 
 def register(subparsers: Any) -> None:
