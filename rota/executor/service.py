@@ -45,7 +45,7 @@ from rota.executor.drain import DEFAULT_DRAIN_TIMEOUT, drain
 from rota.executor.heartbeat import Heartbeat
 from rota.executor.held import HeldJobs
 from rota.executor.lease import HeldJob
-from rota.executor.slots import DEFAULT_PREFETCH, Slots
+from rota.executor.slots import DEFAULT_PREFETCH, Slots, default_prefetch
 from rota.executor.summary import DEFAULT_SUMMARY_INTERVAL, JobSummary, SummaryLoop, log_summary
 from rota.executor.transactions import LoopConnection
 from rota.executor.upkeep import (
@@ -113,7 +113,7 @@ class Executor:
         self.engine = engine
         self.pools = tuple(pools)
         self.concurrency = concurrency
-        self.prefetch = concurrency // 2 if prefetch is None else prefetch
+        self.prefetch = default_prefetch(concurrency) if prefetch is None else prefetch
         self.drain_timeout = drain_timeout
         self.worker_id = worker_id or new_worker_id()
         self._started = False

@@ -36,12 +36,24 @@ from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.executor")
 
-DEFAULT_PREFETCH = None  # None: concurrency // 2
+DEFAULT_PREFETCH = None  # None: PREFETCH_PER_SLOT jobs per slot
+# The prefetch when none is given, per slot. The claim statements and the outcome
+# batches cost the database and the executor much the same whatever their size,
+# so the jobs of a larger claim cost less each: two executors of 32 slots
+# draining no-op jobs did 12,700 jobs/s claiming up to 48 (a prefetch of 16), and
+# 16,300 (64) to 18,600 (160), with a third less PostgreSQL CPU per job (A/B in
+# one run). A prefetched job still waits about PREFETCH_WAIT_SECONDS at most.
+PREFETCH_PER_SLOT = 4
 PREFETCH_WAIT_SECONDS = 0.5
 _RUN_TIME_WEIGHT = 0.1  # of the newest job in the moving mean of run times
 # A busy executor waits this long for more slots to free before claiming a small
 # batch: fewer, larger claims under load, at most this much added latency.
 CLAIM_LINGER_SECONDS = 0.002
+
+
+def default_prefetch(concurrency: int) -> int:
+    """The prefetch of an executor of ``concurrency`` slots started without one."""
+    return PREFETCH_PER_SLOT * concurrency
 
 
 class Slots(BackgroundLoop):

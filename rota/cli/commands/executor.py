@@ -27,6 +27,7 @@ from rota.executor.service import (
     DEFAULT_SWEEP_INTERVAL,
     Executor,
 )
+from rota.executor.slots import PREFETCH_PER_SLOT
 from rota.executor.upkeep import DEFAULT_REINDEX_INTERVAL
 
 
@@ -59,8 +60,8 @@ def register(subparsers: Any) -> None:
         type=bounds.PREFETCH,
         default=None,
         metavar="N",
-        help="jobs claimed ahead of a free slot, waiting in this process (default: half of "
-        "--concurrency); 0 claims only for free slots, best for long jobs",
+        help="jobs claimed ahead of a free slot, waiting in this process, only while jobs are "
+        f"short (default: {PREFETCH_PER_SLOT} x --concurrency); 0 claims only for free slots",
     )
     p.add_argument(
         "--tenant-limit",
