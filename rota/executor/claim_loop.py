@@ -8,7 +8,11 @@ types again when they are stale. Then:
   batch of slots to free (``Slots.wait_for_room``) and claims again;
 * the queue drained for now: it sleeps until a wake-up, a poll
   (``poll_interval``), a sweep or the next scan from the head of the queue
-  index (``ScanStarts``), whichever comes first.
+  index (``ScanStarts``), whichever comes first. A pass after a sleep that no
+  wake-up ended asks first whether any job is due at all
+  (``Claimer.nothing_due``, PostgreSQL) and claims only if one is: idle
+  executors that poll (behind a transaction pooler, without LISTEN, on every
+  poll) cost the database a small read each, not a claim.
 
 Wake-ups: on PostgreSQL a LISTEN connection (``listener``), on SQLite a watch
 of ``PRAGMA data_version`` (``sqlite_watch``), set the loop's ``wake`` event.
@@ -194,6 +198,7 @@ class ClaimLoop:
         claimer = self.claimer
         next_sweep = 0.0
         upkeep_started = False
+        polled = False  # the last wait ended by its timeout, not by a wake-up
         while not stop.is_set():
             self._outage.check()  # a permanent fault, met by any loop: stop
             self._liveness.passed("claim")
@@ -202,7 +207,13 @@ class ClaimLoop:
                 next_sweep = time.monotonic() + self.sweep_interval
             self.wake.clear()
             asked = claimer.limit()
-            claimed = self._guarded(claimer.claim_once) or 0
+            if polled and asked > 0 and self._guarded(claimer.nothing_due):
+                # A poll of an idle executor: the cheap question said a claim
+                # would take nothing (on any error, the claim runs).
+                claimed = 0
+            else:
+                claimed = self._guarded(claimer.claim_once) or 0
+            polled = False
             self.idle = asked > 0 and claimed == 0
             if not upkeep_started:
                 self._start_index_upkeep()
@@ -228,7 +239,7 @@ class ClaimLoop:
             )
             if claimed == 0 and self._prunes and self.pruner.due() and self.pruner.step():
                 wait = 0.0
-            self.wake.wait(wait)
+            polled = not self.wake.wait(wait)
 
     def _guarded(self, fn: Callable[[], T]) -> T | None:
         try:

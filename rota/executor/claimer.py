@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from rota.core.metric_deltas import MetricsRecorder
+from rota.core.queries.jobs_claim import any_job_due
 from rota.core.queries.jobs_lease import Swept, sweep_expired_leases
 from rota.core.queries.jobs_notify import notify_claimable
 from rota.core.states import JobState
@@ -109,6 +110,18 @@ class Claimer:
             self._slots.put(held)
             observe_claim(self._metrics, c)
         return len(claimed)
+
+    def nothing_due(self) -> bool:
+        """PostgreSQL: no job of this executor's pools is due, so a claim would take none.
+
+        False on SQLite, where a claim is as cheap as the question.
+        """
+        if not self.db.is_pg:
+            return False
+        with self.db.statement() as conn:
+            due = any_job_due(conn, pools=self._pools)
+        self._outage.ok()
+        return not due
 
     def sweep_once(self, now: datetime | None = None) -> list[Swept]:
         """Take back expired leases (any executor's); safe to run concurrently."""

@@ -63,6 +63,10 @@ class LoopConnection:
         # tick by hand meanwhile: one user at a time.
         self._use = threading.Lock()
 
+    @property
+    def is_pg(self) -> bool:
+        return self._pg
+
     def _connection(self) -> Connection:
         if self._conn is None:
             conn = self.engine.connect()

@@ -332,6 +332,34 @@ def claim_unkeyed_jobs(
     return [_claimed(r[1:]) for r in rows if r[1] is not None]
 
 
+@cache
+def _pg_any_due(n_pools: int) -> TextClause:
+    return text(f"""
+        SELECT EXISTS (
+            SELECT 1 FROM jobs
+            WHERE state IN {CLAIMABLE_SQL}
+              AND pool IN ({pools_sql(n_pools)})
+              AND run_after <= {PG_NOW})
+    """)
+
+
+def any_job_due(conn: Connection, *, pools: Sequence[str], now: datetime | None = None) -> bool:
+    """PostgreSQL: whether any job of ``pools`` is waiting and due; a read, no lock.
+
+    Every job a claim could take passes this test (it is the claim's WHERE
+    without the checks of type, attempts, keys and tenants), so when it is
+    false a claim would take nothing. It is the cheap question an idle
+    executor asks on each poll: a statement that plans in a fifth of the time
+    of a claim, which matters where statements cannot be prepared (behind a
+    transaction pooler every statement is planned anew).
+    """
+    if not pools:
+        return False
+    params: dict[str, Any] = {"now": bind_now(conn, now)}
+    params.update({f"pool{i}": p for i, p in enumerate(pools)})
+    return bool(conn.execute(_pg_any_due(len(pools)), params).scalar_one())
+
+
 def claim_limited_jobs(
     conn: Connection,
     *,
