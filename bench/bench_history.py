@@ -347,9 +347,14 @@ class Sized:
 
 
 def _unfinished_noop(conn: psycopg.Connection[tuple[int]]) -> int:
+    # Waiting and leased jobs counted apart, each in its own partial index (no
+    # index holds both since migration 0018): one count of the four states read
+    # the whole table, 40 times a second, and took its CPU from the drain.
     row = conn.execute(
-        "SELECT count(*) FROM jobs WHERE state IN ('QUEUED', 'RETRY_WAIT', 'RUNNING', "
-        "'CANCEL_REQUESTED') AND job_type = 'bench.noop'"
+        "SELECT (SELECT count(*) FROM jobs WHERE state IN ('QUEUED', 'RETRY_WAIT')"
+        " AND job_type = 'bench.noop')"
+        " + (SELECT count(*) FROM jobs WHERE state IN ('RUNNING', 'CANCEL_REQUESTED')"
+        " AND job_type = 'bench.noop')"
     ).fetchone()
     assert row is not None
     return int(row[0])
