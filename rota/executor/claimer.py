@@ -121,6 +121,10 @@ class Claimer:
         with self.db.statement() as conn:
             due = any_job_due(conn, pools=self._pools)
         self._outage.ok()
+        if not due:
+            # What a claim from the head would have found: nothing. Recorded as
+            # one, so the scan from the head it stands for is not due again at once.
+            self.scan_starts.claimed(None, [])
         return not due
 
     def sweep_once(self, now: datetime | None = None) -> list[Swept]:
