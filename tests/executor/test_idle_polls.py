@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, update
 
+from rota.core.tables import jobs
 from tests.support.executor_support import (
     add_jobs,
     job_type,
@@ -82,3 +84,35 @@ def test_after_a_batch_the_polls_keep_their_interval(
         before = count(statements, PROBE)
         time.sleep(1.0)  # the window the polls are counted in, not a wait for a state
         assert count(statements, PROBE) - before <= 40
+
+
+SWEEP = "WITH expired AS"
+SWEEP_QUESTION = "SELECT EXISTS (SELECT 1 FROM jobs WHERE state IN ('RUNNING'"
+
+
+def test_a_sweep_asks_first_and_still_takes_back_an_expired_lease(
+    pg_engine: Engine, statements: list[str]
+) -> None:
+    """Every executor sweeps every few seconds, and almost every sweep finds nothing:
+    it asks first (a small read) and runs the sweep only for an expired lease."""
+    spec = job_type("t")
+    store_types(pg_engine, spec)
+    with running_executors(pg_engine) as start:
+        start(poll_interval=0.05, sweep_interval=0.05, listen=False)
+        wait_for(lambda: count(statements, SWEEP_QUESTION) >= 20, what="twenty sweeps asked")
+        assert count(statements, SWEEP) == 0
+        (job_id,) = add_jobs(pg_engine, spec)
+        with pg_engine.begin() as conn:  # a worker that vanished holding it
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.job_id == job_id)
+                .values(
+                    state="RUNNING",
+                    lease_owner="ghost:1:gone",
+                    lease_expires_at=datetime(2000, 1, 1, tzinfo=UTC),
+                    lease_generation=1,
+                    attempt_count=1,
+                )
+            )
+        wait_for(state_is(pg_engine, job_id, "SUCCEEDED"), timeout=10, what="swept and run")
+        assert count(statements, SWEEP) >= 1

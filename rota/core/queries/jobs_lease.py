@@ -242,6 +242,19 @@ _SQLITE_CLOSE_EXPIRED = text(f"""
 """)
 
 
+_PG_ANY_EXPIRED = text(f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_EXPIRED.format(now=PG_NOW)})")
+
+
+def any_lease_expired(conn: Connection, *, now: datetime | None = None) -> bool:
+    """PostgreSQL: whether a sweep would find an expired lease; a read of the leased jobs.
+
+    The sweep's own WHERE, asked alone: a statement that plans in a fraction of
+    the sweep's time, for executors that ask every few seconds and almost always
+    hear no (behind a transaction pooler every statement is planned anew).
+    """
+    return bool(conn.execute(_PG_ANY_EXPIRED, {"now": bind_now(conn, now)}).scalar_one())
+
+
 def sweep_expired_leases(conn: Connection, *, now: datetime | None = None) -> list[Swept]:
     """Take back up to ``SWEEP_BATCH`` expired leases; call inside a transaction."""
     now_param = bind_now(conn, now)
