@@ -202,6 +202,9 @@ class ClaimLoop:
         while not stop.is_set():
             self._outage.check()  # a permanent fault, met by any loop: stop
             self._liveness.passed("claim")
+            handed_back = self._slots.hand_back_stale()
+            if handed_back:  # the jobs running turned out long: others may take these
+                emit(log, "prefetch_handed_back", logging.INFO, jobs=handed_back)
             if time.monotonic() >= next_sweep:
                 self._guarded(claimer.sweep_once)
                 next_sweep = time.monotonic() + self.sweep_interval

@@ -14,7 +14,11 @@ others, and graceful shutdown hands them back at once, attempt refunded
 (``release_waiting``). Only short jobs are prefetched: the prefetch in use is
 cut so that a prefetched job waits about ``PREFETCH_WAIT_SECONDS`` at most, by
 the mean run time of this process's recent jobs (none until a first job has
-run), so long jobs stay in the database for idle executors to take.
+run), so long jobs stay in the database for idle executors to take. A mean
+learnt on short jobs says nothing of the next batch's: when a prefetched job
+has waited ``PREFETCH_MAX_WAIT_SECONDS`` for a slot (the jobs running turned
+out long), every job still waiting is handed back the same way, and nothing
+more is prefetched until a job has ended (``hand_back_stale``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ DEFAULT_PREFETCH = None  # None: PREFETCH_PER_SLOT jobs per slot
 # one run). A prefetched job still waits about PREFETCH_WAIT_SECONDS at most.
 PREFETCH_PER_SLOT = 4
 PREFETCH_WAIT_SECONDS = 0.5
+# A prefetched job that has waited this long for a slot is handed back (see above).
+PREFETCH_MAX_WAIT_SECONDS = 4 * PREFETCH_WAIT_SECONDS
 _RUN_TIME_WEIGHT = 0.1  # of the newest job in the moving mean of run times
 # A busy executor waits this long for more slots to free before claiming a small
 # batch: fewer, larger claims under load, at most this much added latency.
@@ -75,6 +81,8 @@ class Slots(BackgroundLoop):
         self._queue: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
         self._busy = 0  # jobs put and not yet done with (under _cond)
         self._running: set[HeldJob] = set()  # jobs a slot has taken up (under _cond)
+        # Jobs put and no slot has taken yet, with when they were put (under _cond).
+        self._waiting: dict[HeldJob, float] = {}
         self._cond = threading.Condition()  # notified whenever a slot frees
         self._mean_run_seconds: float | None = None  # moving mean of handler run times
 
@@ -114,6 +122,7 @@ class Slots(BackgroundLoop):
         """Queue a claimed job for the next free slot."""
         with self._cond:
             self._busy += 1
+            self._waiting[held] = time.monotonic()
         self._queue.put(held)
 
     def wait_for_room(self, stop: threading.Event, until: float, max_batch: int) -> None:
@@ -192,8 +201,30 @@ class Slots(BackgroundLoop):
             held.interrupt(StopReason.RELEASED)
             self._jobs.release(held)
             with self._cond:
+                self._waiting.pop(held, None)
                 self._busy -= 1
                 self._cond.notify_all()
+
+    def hand_back_stale(self, max_wait: float = PREFETCH_MAX_WAIT_SECONDS) -> int:
+        """Hand back every waiting job once one has waited ``max_wait`` for a slot.
+
+        The jobs stay in the slots' queue, stopped (a slot skips them, which frees
+        their room); their leases go back at once, attempt refunded. The mean run
+        time is forgotten, so nothing is prefetched until a job has ended.
+        Returns how many were handed back.
+        """
+        now = time.monotonic()
+        with self._cond:
+            if not self._waiting or now - min(self._waiting.values()) < max_wait:
+                return 0
+            stale = list(self._waiting)
+            self._waiting.clear()
+            self._mean_run_seconds = None
+            for held in stale:  # under the lock: a slot taking one now sees it stopped
+                held.interrupt(StopReason.RELEASED)
+        for held in stale:
+            self._jobs.release(held)
+        return len(stale)
 
     # -- the slots ---------------------------------------------------------------
 
@@ -213,6 +244,7 @@ class Slots(BackgroundLoop):
                 return
             with self._cond:
                 self._running.add(held)  # before the check: shutdown relies on the order
+                self._waiting.pop(held, None)
             try:
                 if held.settled or held.stop is not None:  # lost, timed out or released
                     continue

@@ -153,3 +153,39 @@ def test_long_jobs_are_not_prefetched(
     # with the slot busy for about a second per job, nothing more is taken
     assert [job_row(engine, j)["state"] for j in rest] == ["QUEUED", "QUEUED"]
     go.touch()
+
+
+def test_prefetched_jobs_go_back_when_the_jobs_running_turn_out_long(
+    engine: Engine,
+    tmp_path: Path,
+    running: list[InThread],
+) -> None:
+    """Short jobs so far, so the executor prefetches; the next batch is long. The
+    first takes the one slot and the others, prefetched, would wait for it: once
+    one has waited PREFETCH_MAX_WAIT_SECONDS they go back to the queue (attempt
+    refunded), where another executor can take them, and this one prefetches
+    nothing more until a job has ended."""
+    log, go = tmp_path / "log.txt", tmp_path / "go"
+    quick = job_type("quick", handler=f"{H}:note")
+    long = job_type("long", handler=f"{H}:until_file")
+    store_types(engine, quick, long)
+    start(engine, running, concurrency=1, prefetch=4)
+    warm_up(engine, quick, log)
+    args = {"log": str(log), "go": str(go)}
+    first, *rest = insert_at_once(engine, (long, args, 3.0), (long, args, 2.0), (long, args, 1.0))
+    wait_for(lambda: f"started {first}" in lines(log), what="the first long job to start")
+    assert [job_row(engine, j)["state"] for j in rest] == ["RUNNING", "RUNNING"]  # prefetched
+    wait_for(
+        lambda: [job_row(engine, j)["state"] for j in rest] == ["QUEUED", "QUEUED"],
+        timeout=10,
+        what="the prefetched jobs to be handed back",
+    )
+    assert [job_row(engine, j)["attempt_count"] for j in rest] == [0, 0]
+    assert job_row(engine, first)["state"] == "RUNNING"  # the slot the others waited for
+    go.touch()
+    every = [first, *rest]
+    wait_for(
+        lambda: all(job_row(engine, j)["state"] == "SUCCEEDED" for j in every),
+        what="every long job",
+    )
+    assert [r["outcome"] for r in attempt_rows(engine, rest[0])] == ["RELEASED", "SUCCEEDED"]
