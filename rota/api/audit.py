@@ -163,11 +163,12 @@ def _decode_cursor(text: str) -> AuditKeyset:
         ) from None
 
 
-def _actor(text: str | None) -> str | None:
+def text_param(field: str, text: str | None, max_chars: int) -> str | None:
+    """A free-text query parameter as given, or a 422 that says what is wrong with it."""
     if text is None:
         return None
     try:
-        return check_note_text("actor", text, ACTOR_MAX_CHARS)
+        return check_note_text(field, text, max_chars)
     except ValueError as exc:
         raise Problem(422, "Invalid request", str(exc), type=INVALID_REQUEST) from None
 
@@ -193,7 +194,7 @@ def read_audit(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> JSONResponse:
-    who = _actor(actor)
+    who = text_param("actor", actor, ACTOR_MAX_CHARS)
     after = _decode_cursor(cursor) if cursor else None
     engine: Engine = request.app.state.engine
     with engine.connect() as conn:

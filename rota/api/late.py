@@ -17,9 +17,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import Connection, Engine
 
-from rota.api.audit import since_param
-from rota.api.problems import INVALID_REQUEST, NOT_FOUND, Problem
-from rota.core.operator_notes import check_note_text
+from rota.api.audit import since_param, text_param
+from rota.api.problems import NOT_FOUND, Problem
 from rota.core.queries.jobs_read import database_now
 from rota.core.queries.late_occurrences import last_late_by_schedule, newest_late
 from rota.core.queries.schedules import get_schedule
@@ -42,15 +41,6 @@ def with_last_late(resource: dict[str, Any], lates: Mapping[str, Any]) -> dict[s
     return {**resource, "last_late": lates.get(resource["name"])}
 
 
-def _schedule(text: str | None) -> str | None:
-    if text is None:
-        return None
-    try:
-        return check_note_text("schedule", text, NAME_MAX_CHARS)
-    except ValueError as exc:
-        raise Problem(422, "Invalid request", str(exc), type=INVALID_REQUEST) from None
-
-
 @router.get(
     "/late",
     summary="Late occurrences (not SUCCEEDED by their schedule's deadline), newest first",
@@ -67,7 +57,7 @@ def read_late(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
-    name = _schedule(schedule)
+    name = text_param("schedule", schedule, NAME_MAX_CHARS)
     engine: Engine = request.app.state.engine
     with engine.connect() as conn:
         if name is not None and get_schedule(conn, name) is None:
