@@ -81,7 +81,8 @@ class Slots(BackgroundLoop):
         self._queue: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
         self._busy = 0  # jobs put and not yet done with (under _cond)
         self._running: set[HeldJob] = set()  # jobs a slot has taken up (under _cond)
-        # Jobs put and no slot has taken yet, with when they were put (under _cond).
+        # Jobs put and no slot has taken yet, with when they were put (under _cond),
+        # in the order they were put: the first is the one that has waited longest.
         self._waiting: dict[HeldJob, float] = {}
         self._cond = threading.Condition()  # notified whenever a slot frees
         self._mean_run_seconds: float | None = None  # moving mean of handler run times
@@ -215,7 +216,7 @@ class Slots(BackgroundLoop):
         """
         now = time.monotonic()
         with self._cond:
-            if not self._waiting or now - min(self._waiting.values()) < max_wait:
+            if not self._waiting or now - next(iter(self._waiting.values())) < max_wait:
                 return 0
             stale = list(self._waiting)
             self._waiting.clear()
