@@ -8,6 +8,12 @@ templates it loads) and reading every migration script to find the head takes
 a fifth of a second of every `rota` process's start, an executor's included.
 ``tests/core/test_migrations.py`` checks ``HEAD`` against Alembic's own head, so a
 new migration cannot be added without it.
+
+On PostgreSQL the schema also holds this release's statements as functions
+(``SERVER_FUNCTIONS``, see ``rota.core.queries.server_functions``): `rota
+migrate` installs them after the migrations, and ``ensure_migrated`` asks for
+it when they are missing (a release whose statements changed, with no new
+revision).
 """
 
 from __future__ import annotations
@@ -22,8 +28,13 @@ from rota.core.database import (
     schema_of,
     short_error,
 )
+from rota.core.queries.jobs_claim import CLAIM_UNKEYED
+from rota.core.queries.jobs_outcome import FINISH, SUCCEED
+from rota.core.queries.server_functions import ServerFunction, missing
 
 HEAD = "0018"
+# What `rota migrate` installs on PostgreSQL, beside the revisions.
+SERVER_FUNCTIONS: tuple[ServerFunction, ...] = (CLAIM_UNKEYED, SUCCEED, FINISH)
 VERSION_TABLE = "alembic_version"
 
 
@@ -84,6 +95,8 @@ def migration_refusal(current: str | None) -> str | None:
 def ensure_migrated(engine: Engine) -> None:
     """Refuse to go on when the schema is missing, older or newer than this rota."""
     problem = schema_problem(current_revision(engine))
+    if problem is None and engine.dialect.name == "postgresql":
+        problem = functions_problem(engine)
     if problem is None:
         return
     where = display_url(engine.url)
@@ -91,3 +104,19 @@ def ensure_migrated(engine: Engine) -> None:
     if schema is not None:
         where += f" (schema {schema})"
     raise SchemaNotReady(f"the database {where} {problem}")
+
+
+def functions_problem(engine: Engine) -> str | None:
+    """What is wrong with the server functions of this release (None: all are there)."""
+    try:
+        with engine.connect() as conn:
+            absent = missing(conn, SERVER_FUNCTIONS)
+            conn.rollback()
+    except SQLAlchemyError as exc:
+        raise DatabaseError(f"cannot reach the database: {short_error(exc)}") from None
+    if not absent:
+        return None
+    return (
+        f"lacks the statements of this rota ({', '.join(absent)}), which run as functions "
+        "on the server: run `rota migrate`"
+    )

@@ -3,6 +3,9 @@
 The check every other command makes first (``ensure_migrated``) lives in
 ``rota.migrations.check``, which does not import Alembic.
 
+After the revisions, on PostgreSQL, ``upgrade`` installs this release's
+statements as functions (``check.SERVER_FUNCTIONS``).
+
 On PostgreSQL with a schema of its own (``make_engine(url, schema=...)``), the
 engine's connections search only that schema: ``upgrade`` creates it first,
 and Alembic's version table lands in it like every other table.
@@ -18,7 +21,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
 from rota.core.database import schema_of
-from rota.migrations.check import VERSION_TABLE, current_revision, ensure_migrated
+from rota.core.queries.server_functions import install
+from rota.migrations.check import (
+    HEAD,
+    SERVER_FUNCTIONS,
+    VERSION_TABLE,
+    current_revision,
+    ensure_migrated,
+)
 
 __all__ = [
     "VERSION_TABLE",
@@ -53,6 +63,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         with engine.begin() as conn:
             conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
     command.upgrade(alembic_config(engine), revision)
+    if engine.dialect.name == "postgresql" and current_revision(engine) == HEAD:
+        # This release's statements, kept on the server (``SERVER_FUNCTIONS``).
+        with engine.begin() as conn:
+            install(conn, SERVER_FUNCTIONS)
 
 
 def downgrade(engine: Engine, revision: str) -> None:

@@ -12,8 +12,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
 from rota.core.database import SchemaNotReady, make_engine
+from rota.core.queries import jobs_claim
+from rota.core.queries.server_functions import ServerFunction, missing
 from rota.core.tables import metadata
-from rota.migrations.check import HEAD
+from rota.migrations.check import HEAD, SERVER_FUNCTIONS
 from rota.migrations.runner import (
     alembic_config,
     current_revision,
@@ -389,3 +391,42 @@ def test_dropping_the_attempts_foreign_key_keeps_every_attempt_and_its_output(
         assert _drift(empty_db_url) == []
     finally:
         engine.dispose()
+
+
+def test_migrate_installs_the_statements_functions_and_the_check_asks_for_them(
+    fresh_pg_url: str,
+) -> None:
+    """PostgreSQL keeps the executor's hot statements as functions (plans cached behind
+    a transaction pooler): `rota migrate` installs this release's, and a database at
+    the newest revision without them is refused with the names and the command."""
+    engine = make_engine(fresh_pg_url)
+    try:
+        with engine.connect() as conn:
+            assert missing(conn, SERVER_FUNCTIONS) == []
+        gone = jobs_claim.CLAIM_UNKEYED.name
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP FUNCTION {gone}"))
+        with pytest.raises(SchemaNotReady, match=rf"{gone}.*run `rota migrate`"):
+            ensure_migrated(engine)
+        upgrade(engine)  # the revision is current: only the functions are installed
+        ensure_migrated(engine)
+        with engine.connect() as conn:
+            assert missing(conn, SERVER_FUNCTIONS) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_changed_statement_is_a_new_function_the_old_one_stays() -> None:
+    """A release whose statement changed calls a function of another name, so executors
+    of the release before keep theirs during a rolling upgrade."""
+    claim = jobs_claim.CLAIM_UNKEYED
+    changed = ServerFunction(
+        claim.stem,
+        text(claim.statement.text.replace("LIMIT :limit", "LIMIT :limit + 0")),
+        claim.params,
+        claim.returns,
+    )
+    assert changed.name != claim.name
+    assert changed.name.startswith("rota_claim_unkeyed_")
+    with pytest.raises(ValueError, match="not the declared ones"):
+        ServerFunction(claim.stem, text("SELECT :other"), claim.params, claim.returns)

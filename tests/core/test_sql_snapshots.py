@@ -46,17 +46,19 @@ def _render(*parts: str | ClauseElement) -> str:
 
 # name -> the statements of that path, in the order one call sends them
 STATEMENTS: dict[str, Callable[[], str]] = {
-    "claim_unkeyed.postgresql": lambda: _render(jobs_claim._pg_claim_unkeyed(1)),
-    "claim_unkeyed_two_pools_from_start.postgresql": lambda: _render(
-        jobs_claim._pg_claim_unkeyed(2, from_start=True)
+    # The function as `rota migrate` installs it, then the call an executor sends.
+    "claim_unkeyed.postgresql": lambda: _render(
+        jobs_claim.CLAIM_UNKEYED.ddl, jobs_claim.CLAIM_UNKEYED.call
     ),
     "claim_limited_two_pools.sqlite": lambda: _render(jobs_claim._sqlite_claim(2)),
     "claim_limited.postgresql": lambda: _render(jobs_claim._PG_LOCK, jobs_claim._pg_claim(1)),
     "claim_limited.sqlite": lambda: _render(
         jobs_claim._sqlite_claim(1), jobs_claim._SQLITE_OPEN_ATTEMPTS
     ),
-    "finish.postgresql": lambda: _render(jobs_outcome._pg_finish()),
-    "finish_successes.postgresql": lambda: _render(jobs_outcome._pg_succeed()),
+    "finish.postgresql": lambda: _render(jobs_outcome.FINISH.ddl, jobs_outcome.FINISH.call),
+    "finish_successes.postgresql": lambda: _render(
+        jobs_outcome.SUCCEED.ddl, jobs_outcome.SUCCEED.call
+    ),
     "finish.sqlite": lambda: _render(
         jobs_outcome._sqlite_finish(),
         jobs_outcome._SQLITE_CLOSE_ATTEMPTS,

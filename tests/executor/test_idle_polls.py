@@ -1,10 +1,8 @@
 """An idle executor's poll asks whether any job is due before it claims (PostgreSQL).
 
-Behind a transaction pooler there is no LISTEN and no prepared statement:
-every idle executor polls every second, and each claim statement is planned
-anew (about 0.8 ms of the server's CPU). A poll that finds nothing due runs
-a small EXISTS instead, and a job that becomes due is still claimed by the
-next poll.
+Behind a transaction pooler there is no LISTEN: every idle executor polls. A
+poll that finds nothing due runs a small EXISTS instead of a claim, and a job
+that becomes due is still claimed by the next poll.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, update
 
+from rota.core.queries import jobs_claim
 from rota.core.tables import jobs
 from tests.support.executor_support import (
     add_jobs,
@@ -27,7 +26,7 @@ from tests.support.executor_support import (
     wait_for,
 )
 
-CLAIM = "WITH keyed AS MATERIALIZED"
+CLAIM = jobs_claim.CLAIM_UNKEYED.name  # the lock-free claim, called by its name
 PROBE = "SELECT EXISTS (\n            SELECT 1 FROM jobs"
 
 

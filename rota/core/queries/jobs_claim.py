@@ -55,6 +55,7 @@ from rota.core.queries.jobs_claim_scan import (
     picked_sql,
     pools_sql,
 )
+from rota.core.queries.server_functions import ServerFunction
 from rota.core.queries.sqlparams import (
     PG_NOW,
     SQLITE_NOW,
@@ -178,7 +179,7 @@ _KEYED_WAITING = f"""
         SELECT 1 FROM jobs w
         WHERE w.state IN {CLAIMABLE_SQL}
           AND w.concurrency_key IS NOT NULL
-          AND w.pool IN ({{pools}})
+          AND w.pool = ANY(CAST(:pools AS text[]))
           AND {PG_RUNNABLE.format(j="w")}
           AND w.run_after <= {PG_NOW}
           AND w.attempt_count < w.max_attempts
@@ -186,37 +187,33 @@ _KEYED_WAITING = f"""
                 SELECT 1 FROM jobs k
                 WHERE k.concurrency_key = w.concurrency_key AND k.state IN {LEASED_SQL}))"""
 
+# Above every priority a row can hold (an integer): a claim with no start reads
+# all of each pool's index from the head.
+HEAD_BELOW_ALL = 2**31
 
-# A claim from a start (``claim_unkeyed_jobs``'s ``start``) reads two ranges of each
-# pool's index: the jobs of a lower priority number than the start's, from the head,
-# and the jobs at or after the start. Both are row comparisons on the index's
-# columns after ``pool``, so each B-tree scan descends to where its range begins.
-_START_PARTS = (
-    "\n              AND c.priority < CAST(:start_priority AS integer)",
+# A claim reads two ranges of each pool's index: the jobs of a priority number
+# below ``:head_below``, from the head, and the jobs at or after the start in
+# claim order. With a start (``claim_unkeyed_jobs``'s ``start``), ``:head_below``
+# is its priority; with none, every priority, and the start is NULL, a range
+# the B-tree knows to be empty without reading a page. Both are conditions on
+# the index's columns after ``pool``, so each scan descends to where its range
+# begins, in a generic plan as well as a custom one.
+_HEAD_PART = "\n              AND c.priority < CAST(:head_below AS bigint)"
+_START_PART = (
     "\n              AND (c.priority, c.run_after, c.created_at) >= ("
     "CAST(:start_priority AS integer), CAST(:start_run_after AS timestamptz), "
-    "CAST(:start_created_at AS timestamptz))",
+    "CAST(:start_created_at AS timestamptz))"
 )
 
 
-@cache
-def _pg_claim_unkeyed(n_pools: int, from_start: bool = False) -> TextClause:
-    """One statement: nothing keyed waiting -> claim unkeyed jobs; always one row back.
-
-    The first column says whether a keyed job waits (then nothing was claimed);
-    the claimed jobs follow, or one row of NULLs when none was. ``from_start``:
-    only jobs of a lower priority number than ``:start_priority``, and those at
-    or after ``:start_*`` in claim order.
-    """
-    pools = pools_sql(n_pools)
-
-    def scan(pool: str, part: str) -> str:
-        return f"""
+def _unkeyed_scan(part: str) -> str:
+    """One pool's (``p.pool``) claimable jobs without a key in ``part``, locked, in claim order."""
+    return f"""
             SELECT c.job_id, c.lease_generation, c.priority, c.run_after, c.created_at
             FROM jobs c
             WHERE c.state IN {CLAIMABLE_SQL}
               AND c.concurrency_key IS NULL
-              AND c.pool {pool}
+              AND c.pool = p.pool
               AND {PG_RUNNABLE.format(j="c")}
               AND c.run_after <= {PG_NOW}
               AND c.attempt_count < c.max_attempts
@@ -225,16 +222,67 @@ def _pg_claim_unkeyed(n_pools: int, from_start: bool = False) -> TextClause:
             LIMIT :limit
             FOR UPDATE OF c SKIP LOCKED"""
 
-    picked = merged_scans(n_pools, scan, ":limit", _START_PARTS if from_start else ("",))
-    return text(f"""
-        WITH keyed AS MATERIALIZED ({_KEYED_WAITING.format(pools=pools)} AS waiting),
-        picked AS ({picked}
+
+# One statement for any number of pools and either range: nothing keyed waiting ->
+# claim unkeyed jobs; always one row back. The first column says whether a keyed
+# job waits (then nothing was claimed); the claimed jobs follow, or one row of
+# NULLs when none was. Each pool's ranges are scanned on their own, in index
+# order (neither backend reads a B-tree in order across the values of ``pool IN
+# (...)``, see ``jobs_claim_scan.merged_scans``), and merged. A scan may lock up
+# to ``:limit`` rows, more than the merge keeps: those stay queued, locked until
+# the statement ends.
+_PG_CLAIM_UNKEYED = text(f"""
+        WITH keyed AS MATERIALIZED ({_KEYED_WAITING} AS waiting),
+        picked AS (
+            SELECT u.job_id, u.lease_generation FROM (
+                SELECT h.* FROM unnest(CAST(:pools AS text[])) AS p(pool)
+                CROSS JOIN LATERAL ({_unkeyed_scan(_HEAD_PART)}
+                ) AS h
+                UNION ALL
+                SELECT s.* FROM unnest(CAST(:pools AS text[])) AS p(pool)
+                CROSS JOIN LATERAL ({_unkeyed_scan(_START_PART)}
+                ) AS s
+            ) AS u
+            ORDER BY {CLAIM_ORDER}
+            LIMIT :limit
         ),
 {_PG_CLAIM_PICKED}
         SELECT keyed.waiting, {", ".join("claimed." + c.strip() for c in _RETURNED.split(","))}
         FROM keyed LEFT JOIN claimed ON TRUE
         ORDER BY {", ".join("claimed." + c.strip() for c in CLAIM_ORDER.split(","))}
     """)
+
+_TIMESTAMP = "timestamptz"
+# The SQL types of _RETURNED's columns, in its order (the table's).
+_RETURNED_TYPES = (
+    "uuid, varchar, varchar, bigint, integer, integer, double precision, boolean, boolean, "
+    f"text, json, {_TIMESTAMP}, {_TIMESTAMP}, integer, varchar, varchar, varchar, varchar, "
+    f"{_TIMESTAMP}, {_TIMESTAMP}, {_TIMESTAMP}, integer"
+)
+
+CLAIM_UNKEYED = ServerFunction(
+    "claim_unkeyed",
+    _PG_CLAIM_UNKEYED,
+    params=(
+        ("owner", "text"),
+        ("pools", "text[]"),
+        ("limit", "integer"),
+        ("now", _TIMESTAMP),
+        ("excluded_types", "text[]"),
+        ("head_below", "bigint"),
+        ("start_priority", "integer"),
+        ("start_run_after", _TIMESTAMP),
+        ("start_created_at", _TIMESTAMP),
+    ),
+    returns=(
+        ("waiting", "boolean"),
+        *zip(
+            (c.strip() for c in _RETURNED.split(",")),
+            (t.strip() for t in _RETURNED_TYPES.split(",")),
+            strict=True,
+        ),
+    ),
+)
 
 
 @cache
@@ -319,14 +367,21 @@ def claim_unkeyed_jobs(
         return None
     if limit <= 0 or not pools:
         return []
-    params = _params(conn, owner, pools, limit, None, now, None, excluded_types)
+    params: dict[str, Any] = {
+        "owner": owner,
+        "pools": list(pools),
+        "limit": limit,
+        "now": bind_now(conn, now),
+        "excluded_types": sorted(excluded_types),
+        "head_below": HEAD_BELOW_ALL if start is None else start.priority,
+    }
     if start is not None:
         params.update(
             start_priority=start.priority,
             start_run_after=start.run_after,
             start_created_at=start.created_at,
         )
-    rows = conn.execute(_pg_claim_unkeyed(len(pools), start is not None), params).all()
+    rows = CLAIM_UNKEYED.execute(conn, params)
     if rows[0][0]:
         return None
     return [_claimed(r[1:]) for r in rows if r[1] is not None]

@@ -48,6 +48,7 @@ from sqlalchemy import Connection, TextClause, text
 
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
+from rota.core.queries.server_functions import ServerFunction
 from rota.core.queries.sqlparams import (
     PG_NOW,
     SQLITE_NOW,
@@ -224,6 +225,40 @@ def _pg_succeed() -> TextClause:
     """)
 
 
+_TS = "timestamptz"
+_WRITTEN = (("job_id", "uuid"), ("lease_generation", "bigint"), ("state", "varchar"))
+SUCCEED = ServerFunction(
+    "succeed",
+    _pg_succeed(),
+    params=(("owner", "text"), ("now", _TS), ("ids", "uuid[]"), ("gens", "bigint[]")),
+    returns=_WRITTEN,
+)
+FINISH = ServerFunction(
+    "finish",
+    _pg_finish(),
+    params=(
+        ("owner", "text"),
+        ("now", _TS),
+        ("ids", "uuid[]"),
+        ("gens", "bigint[]"),
+        ("targets", "text[]"),
+        ("outcomes", "text[]"),
+        ("codes", "text[]"),
+        ("details", "text[]"),
+        ("delays", "double precision[]"),
+        ("refunds", "integer[]"),
+        ("reconciles", "boolean[]"),
+        ("results", "text[]"),
+        ("outputs", "text[]"),
+        ("dropped", "bigint[]"),
+        ("stages", "text[]"),
+        ("dones", "bigint[]"),
+        ("totals", "bigint[]"),
+    ),
+    returns=_WRITTEN,
+)
+
+
 def _plain_success(f: Finish) -> bool:
     return (
         f.state is JobState.SUCCEEDED
@@ -385,19 +420,19 @@ def _finish(
         return {}
     if is_pg(conn):
         if all(_plain_success(f) for f in finishes):  # no text to make storable
-            rows = conn.execute(
-                _pg_succeed(),
+            rows = SUCCEED.execute(
+                conn,
                 {
                     "owner": owner,
                     "now": bind_now(conn, now),
                     "ids": [f.job_id for f in finishes],
                     "gens": [f.generation for f in finishes],
                 },
-            ).all()
+            )
             return _written(rows)
         finishes = [_storable(f) for f in finishes]
-        rows = conn.execute(
-            _pg_finish(),
+        rows = FINISH.execute(
+            conn,
             {
                 "owner": owner,
                 "now": bind_now(conn, now),
@@ -417,7 +452,7 @@ def _finish(
                 "dones": [f.progress_done for f in finishes],
                 "totals": [f.progress_total for f in finishes],
             },
-        ).all()
+        )
         return _written(rows)
     finishes = [_storable(f) for f in finishes]
     batch = [
