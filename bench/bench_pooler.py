@@ -14,7 +14,9 @@ enqueues the no-op jobs (30,000 by default) and the clock runs from its commit
 until every one of them has SUCCEEDED, so start-up is not in the rate. ``steady``
 is the rate between the 10% and 90% marks. Server connections are sampled every
 poll: PgBouncer's ``SHOW POOLS`` for the pooled cases, ``pg_stat_activity`` for the
-direct one. Afterwards each job is checked: SUCCEEDED once, one attempt row.
+direct one. The CPU of the drain (the PostgreSQL cluster, PgBouncer, the rota
+processes) is printed per job, to say where the time goes. Afterwards each job is
+checked: SUCCEEDED once, one attempt row.
 
 Idle cost: after the drain of ``pooled-48``, its 51 processes idle for
 ``--idle-seconds``; the bench reports the CPU of the whole PostgreSQL cluster
@@ -59,7 +61,7 @@ from bench.bench_executor import (
     start_executors,
     verify,
 )
-from bench.pgbouncer import PgBouncer, start_pgbouncer
+from bench.pgbouncer import STATS_PERIOD_SECONDS, PgBouncer, start_pgbouncer
 from rota.core.database import make_engine
 from rota.core.tables import workers
 from rota.producer.enqueue import JobRequest, enqueue_many
@@ -96,6 +98,9 @@ class Drain:
     steady_rate: float
     server_connections_max: int
     verified: str
+    cpu_ms_per_job: dict[str, float] = field(default_factory=dict)
+    # Through PgBouncer: transactions and statements a job.
+    traffic: dict[str, float] = field(default_factory=dict)
     idle: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -211,6 +216,14 @@ def drain(
         monitor = psycopg.connect(db.libpq_url, autocommit=True)
         try:
             wait_registered(db, case.executors, case.schedulers, fleet)
+            # Every case waits as long here, pooled or not.
+            stats_before = settled_stats(bouncer, db.name)
+            pids = [p.pid for ex in fleet for p in ex.procs]
+            cpu_before = (
+                cluster_cpu(monitor),
+                cpu_seconds(bouncer.process.pid),
+                sum(map(cpu_seconds, pids)),
+            )
             engine = make_engine(db.url)
             try:
                 with engine.begin() as conn:
@@ -235,6 +248,20 @@ def drain(
                     raise RuntimeError(f"{case.name}: {samples[-1][1]} of {count} done")
                 for p in fleet:
                     p.check_alive()
+            cpu_after = (
+                cluster_cpu(monitor),
+                cpu_seconds(bouncer.process.pid),
+                sum(map(cpu_seconds, pids)),
+            )
+            traffic = {}
+            if case.pooled:
+                traffic = _traffic(stats_before, settled_stats(bouncer, db.name), count)
+            cpu = {
+                name: (after - before) * 1000 / count
+                for name, before, after in zip(
+                    ("database", "pgbouncer", "rota"), cpu_before, cpu_after, strict=True
+                )
+            }
             idle = measure_idle(monitor, bouncer, fleet, idle_seconds) if idle_seconds else {}
         finally:
             for p in fleet:
@@ -249,8 +276,26 @@ def drain(
             steady,
             connections,
             verify(db, count, job_type=NOOP.name),
+            cpu,
+            traffic,
             idle,
         )
+
+
+def settled_stats(bouncer: PgBouncer, dbname: str) -> dict[str, int]:
+    """SHOW STATS once the counters of everything sent so far are in them."""
+    time.sleep(STATS_PERIOD_SECONDS + 0.1)
+    return bouncer.stats(dbname)
+
+
+def _traffic(before: dict[str, int], after: dict[str, int], jobs: int) -> dict[str, float]:
+    def delta(key: str) -> int:
+        return after.get(key, 0) - before.get(key, 0)
+
+    return {
+        "transactions a job": delta("total_xact_count") / jobs,
+        "statements a job": delta("total_query_count") / jobs,
+    }
 
 
 def measure_idle(
@@ -321,6 +366,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f" {result.server_connections_max}; {result.verified}",
                     flush=True,
                 )
+                print(
+                    "            CPU ms a job: "
+                    + ", ".join(f"{k} {v:.3f}" for k, v in result.cpu_ms_per_job.items()),
+                    flush=True,
+                )
+                if result.traffic:
+                    print(
+                        "            through PgBouncer: "
+                        + ", ".join(f"{k} {v:.3f}" for k, v in result.traffic.items()),
+                        flush=True,
+                    )
         finally:
             bouncer.process.send_signal(signal.SIGTERM)
             bouncer.process.wait(10)

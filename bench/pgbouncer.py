@@ -18,6 +18,7 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
+STATS_PERIOD_SECONDS = 1
 SERVER_COUNTERS = ("sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login")
 
 
@@ -67,6 +68,19 @@ class PgBouncer:
                     total += sum(int(pool[k]) for k in SERVER_COUNTERS)
             return total
 
+    def stats(self, dbname: str) -> dict[str, int]:
+        """``dbname``'s counters from the admin console's SHOW STATS (totals so far)."""
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} dbname=pgbouncer user=postgres", autocommit=True
+        ) as conn:
+            cur = conn.execute("SHOW STATS")
+            names = [c.name for c in cur.description or ()]
+            for row in cur.fetchall():
+                found = dict(zip(names, row, strict=True))
+                if found["database"] == dbname:
+                    return {k: int(v) for k, v in found.items() if k.startswith("total_")}
+            return {}
+
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(10)
@@ -92,6 +106,8 @@ def start_pgbouncer(workdir: Path, server_url: str, pool_size: int) -> PgBouncer
         f"auth_type = trust\nauth_file = {users}\n"
         f"pool_mode = transaction\ndefault_pool_size = {pool_size}\n"
         "max_client_conn = 1000\nadmin_users = postgres\n"
+        # SHOW STATS totals move once a period: each second, for the bench's deltas.
+        f"stats_period = {STATS_PERIOD_SECONDS}\n"
     )
     log_path = workdir / "pgbouncer.log"
     # PgBouncer refuses to run as root; it reads its files before it drops to -u.
