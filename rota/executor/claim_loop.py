@@ -7,7 +7,8 @@ types again when they are stale. Then:
 * busy (no room, or the claim filled all it asked for): it waits for a good
   batch of slots to free (``Slots.wait_for_room``) and claims again;
 * the queue drained for now: it sleeps until a wake-up, a poll
-  (``poll_interval``), a sweep or the next scan from the head of the queue
+  (``poll_interval``; without notifications, sooner in a small fleet:
+  ``poll_wait``), a sweep or the next scan from the head of the queue
   index (``ScanStarts``), whichever comes first. A pass after a sleep that no
   wake-up ended asks first whether any job is due at all
   (``Claimer.nothing_due``, PostgreSQL) and claims only if one is: idle
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sqlalchemy import Engine
 
 from rota.core.metric_deltas import MetricsRecorder
+from rota.core.states import WorkerKind
 from rota.executor.claimer import MAX_CLAIM_BATCH, Claimer
 from rota.executor.held import HeldJobs
 from rota.executor.listener import Listener
@@ -66,6 +68,16 @@ T = TypeVar("T")
 
 DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_SWEEP_INTERVAL = 5.0
+# Without notifications (behind a transaction pooler, with no listen URL) every
+# executor finds new jobs by polling. Each waits the live executors divided by
+# FLEET_POLLS_PER_SECOND between polls (SHORTEST_POLL_SECONDS at least, the
+# poll interval at most): a few executors find a job within a tenth of a
+# second, and a fleet of any size asks the database about as often as twenty
+# executors do, or once a second each. The count is read again every
+# FLEET_RECOUNT_SECONDS.
+FLEET_POLLS_PER_SECOND = 20.0
+SHORTEST_POLL_SECONDS = 0.1
+FLEET_RECOUNT_SECONDS = 30.0
 
 
 class ClaimLoop:
@@ -109,6 +121,8 @@ class ClaimLoop:
         self._liveness = liveness
         self.poll_interval = poll_interval
         self.sweep_interval = sweep_interval
+        self._executors: int | None = None  # live executors, counted while polling for wake-ups
+        self._recount_at = 0.0
         self.wake = threading.Event()
         self.idle = False  # the last claim found nothing due
         # Retention in bounded steps, over this loop's connection (no interval: never).
@@ -236,13 +250,36 @@ class ClaimLoop:
             # which SKIP LOCKED gives while other executors claim too), first take
             # one bounded pruning step if a pass is due, then claim again.
             wait = min(
-                self.poll_interval,
+                self.poll_wait(),
                 max(0.0, next_sweep - time.monotonic()),
                 claimer.scan_starts.until_head_scan(),
             )
             if claimed == 0 and self._prunes and self.pruner.due() and self.pruner.step():
                 wait = 0.0
             polled = not self.wake.wait(wait)
+
+    def poll_wait(self) -> float:
+        """How long an idle pass waits for a wake-up before it polls (see
+        FLEET_POLLS_PER_SECOND): the poll interval while notifications arrive."""
+        if not (isinstance(self._wakeups, Listener) and self._wakeups.delivering is False):
+            return self.poll_interval
+        now = time.monotonic()
+        if now >= self._recount_at:
+            self._recount_at = now + FLEET_RECOUNT_SECONDS
+            counted = self._guarded(self._live_executors)
+            if counted is not None:
+                self._executors = max(1, counted)
+        if self._executors is None:
+            return self.poll_interval
+        spread = self._executors / FLEET_POLLS_PER_SECOND
+        return min(self.poll_interval, max(SHORTEST_POLL_SECONDS, spread))
+
+    def _live_executors(self) -> int:
+        # Imported here: only an executor without notifications counts its peers.
+        from rota.core.queries.workers import live_worker_counts
+
+        with self.claimer.db.statement() as conn:
+            return live_worker_counts(conn)[WorkerKind.EXECUTOR]
 
     def _guarded(self, fn: Callable[[], T]) -> T | None:
         try:

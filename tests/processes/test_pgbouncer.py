@@ -15,7 +15,8 @@ A PgBouncer (Debian's ``pgbouncer``, started here on a free port, ``default_pool
   pool holds;
 * wake-ups: with ``ROTA_LISTEN_URL`` (direct) a job enqueued through the pooler at
   idle starts within 100 ms (p95); without it the executor says once that
-  notifications do not arrive, naming ROTA_LISTEN_URL, and a job starts within 1.5 s.
+  notifications do not arrive, naming ROTA_LISTEN_URL, and a job starts within 1.5 s
+  (a lone executor, polling every tenth of a second then: 0.3 s).
 
 Where the ``pgbouncer`` binary is absent these tests skip, saying so (CI installs
 it); a PgBouncer that is there but does not start fails them.
@@ -356,7 +357,9 @@ def test_a_job_enqueued_through_the_pooler_at_idle_starts_within_bounds(
     else:
         said = [line for line in log.splitlines() if name in line]
         assert len(said) == 1 and "ROTA_LISTEN_URL" in said[0], said
-        assert p95(latencies) < 1.5, latencies
+        # Within 1.5 s whatever the fleet; a lone executor polls every tenth of a
+        # second (rota.executor.claim_loop.FLEET_POLLS_PER_SECOND).
+        assert p95(latencies) < 0.3, latencies
     print(f"{listen}: p95 {p95(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms")
 
 
