@@ -68,13 +68,13 @@ T = TypeVar("T")
 
 DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_SWEEP_INTERVAL = 5.0
-# Without notifications (behind a transaction pooler, with no listen URL) every
-# executor finds new jobs by polling. Each waits the live executors divided by
-# FLEET_POLLS_PER_SECOND between polls (SHORTEST_POLL_SECONDS at least, the
-# poll interval at most): a few executors find a job within a tenth of a
-# second, and a fleet of any size asks the database about as often as twenty
-# executors do, or once a second each. The count is read again every
-# FLEET_RECOUNT_SECONDS.
+# Without notifications (behind a transaction pooler, with no listen URL, or
+# before the listener knows) every executor finds new jobs by polling. Each
+# waits the live executors divided by FLEET_POLLS_PER_SECOND between polls
+# (SHORTEST_POLL_SECONDS at least, the poll interval at most): a few executors
+# find a job within a tenth of a second, and a fleet of any size asks the
+# database about as often as twenty executors do, or once a second each. The
+# count is read again every FLEET_RECOUNT_SECONDS.
 FLEET_POLLS_PER_SECOND = 20.0
 SHORTEST_POLL_SECONDS = 0.1
 FLEET_RECOUNT_SECONDS = 30.0
@@ -260,8 +260,10 @@ class ClaimLoop:
 
     def poll_wait(self) -> float:
         """How long an idle pass waits for a wake-up before it polls (see
-        FLEET_POLLS_PER_SECOND): the poll interval while notifications arrive."""
-        if not (isinstance(self._wakeups, Listener) and self._wakeups.delivering is False):
+        FLEET_POLLS_PER_SECOND): the poll interval once notifications are known to
+        arrive. Until the listener's probe has answered (up to 5 s after a start,
+        or while its connection is down) they may not: the shorter wait then too."""
+        if not isinstance(self._wakeups, Listener) or self._wakeups.delivering:
             return self.poll_interval
         now = time.monotonic()
         if now >= self._recount_at:

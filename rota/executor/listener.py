@@ -8,8 +8,8 @@ replay. If the connection drops, it is reopened; polling covers the gap.
 Behind a transaction pooler notifications cannot arrive (``rota.core.listening``):
 every new LISTEN connection first proves itself with a probe NOTIFY. When the
 probe does not come back, the listener says so once (naming ``ROTA_LISTEN_URL``)
-and stops; the claim loop's polling (``poll_interval``, 1 s by default) finds
-the work instead.
+and stops; the claim loop's polling finds the work instead, every 0.1 s up to
+the poll interval by the size of the fleet (``ClaimLoop.poll_wait``).
 """
 
 from __future__ import annotations
@@ -110,6 +110,6 @@ class Listener(BackgroundLoop):
             cause="ROTA_LISTEN_URL is a transaction pooler?"
             if given
             else "the database URL goes through a transaction pooler?",
-            fallback="polling (poll_interval, 1s by default)",
+            fallback="polling (every 0.1 s to the poll interval, by the executors live)",
             hint=LISTEN_URL_HINT,
         )
