@@ -404,9 +404,9 @@ def any_job_due(conn: Connection, *, pools: Sequence[str], now: datetime | None 
     Every job a claim could take passes this test (it is the claim's WHERE
     without the checks of type, attempts, keys and tenants), so when it is
     false a claim would take nothing. It is the cheap question an idle
-    executor asks on each poll: a statement that plans in a fifth of the time
-    of a claim, which matters where statements cannot be prepared (behind a
-    transaction pooler every statement is planned anew).
+    executor asks on each poll: where the queue index holds the dead entries
+    of a batch just claimed, an empty claim reads 1.5-1.9 ms of the server's
+    time, this 0.2-0.3 ms (unprepared, as behind a transaction pooler).
     """
     if not pools:
         return False
