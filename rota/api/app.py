@@ -20,7 +20,7 @@ from rota.api.methods import MethodRouting
 from rota.api.openapi_doc import documented
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
 from rota.core.database import DatabaseError, scrub
-from rota.migrations.check import current_revision, schema_problem
+from rota.migrations.check import current_revision, functions_problem, schema_problem
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 log = logging.getLogger("rota.api")
@@ -81,6 +81,9 @@ def create_app(
     def readyz(request: Request) -> JSONResponse:
         try:
             current = current_revision(engine)
+            problem = schema_problem(current)
+            if problem is None and engine.dialect.name == "postgresql":
+                problem = functions_problem(engine)
         except DatabaseError as exc:
             # The probe answers without a token: where the database is (host, port,
             # path, user) stays in the log, for the operator.
@@ -88,7 +91,6 @@ def create_app(
             log.warning("event=readyz_unready error=%s", scrub(str(exc), secret_url))
             p = Problem(503, "Not ready", "database unreachable", type=UNAVAILABLE)
             return problem_response(p, request.url.path)
-        problem = schema_problem(current)
         if problem is not None:
             p = Problem(503, "Not ready", f"the database {problem}", type=UNAVAILABLE)
             return problem_response(p, request.url.path)

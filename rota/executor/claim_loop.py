@@ -123,6 +123,7 @@ class ClaimLoop:
         self.sweep_interval = sweep_interval
         self._executors: int | None = None  # live executors, counted while polling for wake-ups
         self._recount_at = 0.0
+        self._due_unclaimed = False  # the last poll's claim took nothing though a job was due
         self.wake = threading.Event()
         self.idle = False  # the last claim found nothing due
         # Retention in bounded steps, over this loop's connection (no interval: never).
@@ -230,6 +231,10 @@ class ClaimLoop:
                 claimed = 0
             else:
                 claimed = self._guarded(claimer.claim_once) or 0
+                # A poll found a job due that no claim here takes (its key is
+                # running, its type is not runnable here, ...): the short poll
+                # would repeat the claim ten times a second for nothing.
+                self._due_unclaimed = polled and asked > 0 and claimed == 0
             polled = False
             self.idle = asked > 0 and claimed == 0
             if not upkeep_started:
@@ -261,9 +266,14 @@ class ClaimLoop:
     def poll_wait(self) -> float:
         """How long an idle pass waits for a wake-up before it polls (see
         FLEET_POLLS_PER_SECOND): the poll interval once notifications are known to
-        arrive. Until the listener's probe has answered (up to 5 s after a start,
-        or while its connection is down) they may not: the shorter wait then too."""
-        if not isinstance(self._wakeups, Listener) or self._wakeups.delivering:
+        arrive, or after a poll whose claim took nothing although a job was due.
+        Until the listener's probe has answered (up to 5 s after a start, or after
+        its connection broke) they may not arrive: the shorter wait then too."""
+        if (
+            not isinstance(self._wakeups, Listener)
+            or self._wakeups.delivering
+            or self._due_unclaimed
+        ):
             return self.poll_interval
         now = time.monotonic()
         if now >= self._recount_at:

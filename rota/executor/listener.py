@@ -61,6 +61,7 @@ class Listener(BackgroundLoop):
                 if not self._listen():
                     return  # notifications cannot arrive: polling finds the work
             except psycopg.Error as exc:
+                self.delivering = None  # not until a new connection's probe answers
                 if self._outage is not None:
                     self._outage.failed(exc, "listen")
                 else:
@@ -71,6 +72,7 @@ class Listener(BackgroundLoop):
                     )
                 self._stop.wait(_RECONNECT_SECONDS)
             except Exception as exc:  # the probe's NOTIFY through the engine failed
+                self.delivering = None
                 if self._outage is not None:
                     self._outage.failed(exc, "listen")
                 self._stop.wait(_RECONNECT_SECONDS)

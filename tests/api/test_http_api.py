@@ -301,6 +301,28 @@ def test_readyz_is_503_on_an_unmigrated_database(empty_db_url: str) -> None:
         engine.dispose()
 
 
+def test_readyz_is_503_while_the_statements_functions_are_missing(fresh_pg_url: str) -> None:
+    """A PostgreSQL database at the newest revision without this release's functions
+    (a release whose statements changed, not migrated yet) is not ready: the
+    executors would refuse it."""
+    from sqlalchemy import text
+
+    from rota.core.database import make_engine
+    from rota.core.queries.jobs_outcome import SUCCEED
+
+    engine = make_engine(fresh_pg_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP FUNCTION {SUCCEED.name}"))
+        with running_api(engine) as base:
+            r = httpx.get(f"{base}/readyz")
+            assert r.status_code == 503
+            assert SUCCEED.name in r.json()["detail"]
+            assert "rota migrate" in r.json()["detail"]
+    finally:
+        engine.dispose()
+
+
 def test_an_unreachable_database_is_503_without_the_password() -> None:
     from rota.core.database import make_engine
 

@@ -408,10 +408,24 @@ def test_migrate_installs_the_statements_functions_and_the_check_asks_for_them(
             conn.execute(text(f"DROP FUNCTION {gone}"))
         with pytest.raises(SchemaNotReady, match=rf"{gone}.*run `rota migrate`"):
             ensure_migrated(engine)
-        upgrade(engine)  # the revision is current: only the functions are installed
+
+        def versions() -> dict[str, str]:  # a replaced function's row is a new version
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    text("SELECT proname, xmin::text FROM pg_proc WHERE proname LIKE 'rota_%'")
+                )
+                return {str(name): str(xmin) for name, xmin in rows}
+
+        kept = versions()
+        upgrade(engine)  # the revision is current: only the missing function is made
         ensure_migrated(engine)
         with engine.connect() as conn:
             assert missing(conn, SERVER_FUNCTIONS) == []
+        after = versions()
+        # The others left as they were: replacing one needs its owner's role, and
+        # costs every server connection its cached plans.
+        assert {n: v for n, v in after.items() if n != gone} == kept
+        assert gone in after
     finally:
         engine.dispose()
 

@@ -16,7 +16,9 @@ import pytest
 from sqlalchemy import Engine, event, update
 
 from rota.core.queries import jobs_claim
+from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.tables import jobs
+from rota.executor.listener import Listener
 from tests.support.executor_support import (
     add_jobs,
     job_type,
@@ -115,3 +117,42 @@ def test_a_sweep_asks_first_and_still_takes_back_an_expired_lease(
             )
         wait_for(state_is(pg_engine, job_id, "SUCCEEDED"), timeout=10, what="swept and run")
         assert count(statements, SWEEP) >= 1
+
+
+def test_without_notifications_a_lone_executor_polls_often_but_not_for_a_job_it_cannot_take(
+    pg_engine: Engine, statements: list[str]
+) -> None:
+    """Behind a transaction pooler (no notifications; tests/processes/test_pgbouncer.py
+    runs a real one) a lone executor polls every tenth of a second
+    (``ClaimLoop.poll_wait``). A due job it cannot take, its key held by a running
+    job, would make each of those polls a claim: after one it waits the poll interval."""
+    spec = job_type("t")
+    store_types(pg_engine, spec)
+    with running_executors(pg_engine) as start:
+        executor = start(poll_interval=1.0, sweep_interval=60, listen=True)
+        wakeups = executor._loop._wakeups
+        assert isinstance(wakeups, Listener)
+        wait_for(lambda: wakeups.delivering is True, what="the listener's probe")
+        wakeups.delivering = False  # what its probe finds behind a transaction pooler
+        asked = count(statements, PROBE)
+        wait_for(lambda: count(statements, PROBE) >= asked + 10, timeout=3, what="10 polls")
+        held, waiting = (NewJob.of_type(spec, concurrency_key="k") for _ in range(2))
+        with pg_engine.begin() as conn:  # one commit: the key is held from the start
+            insert_jobs_or_skip(conn, [held, waiting])
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.job_id == held.job_id)
+                .values(
+                    state="RUNNING",
+                    lease_owner="other:1:w",
+                    lease_expires_at=datetime(2100, 1, 1, tzinfo=UTC),
+                    lease_generation=1,
+                    attempt_count=1,
+                )
+            )
+        time.sleep(0.5)  # lets the wake-up's claim and the first poll's pass
+        claims = count(statements, CLAIM)
+        time.sleep(2.0)  # the window the claims are counted in, not a wait for a state
+        # A claim a poll interval (a second), not one every tenth of a second.
+        assert count(statements, CLAIM) - claims <= 3
+        assert state_is(pg_engine, waiting.job_id, "QUEUED")()

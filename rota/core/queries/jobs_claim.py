@@ -48,6 +48,7 @@ from sqlalchemy import Connection, TextClause, text
 
 from rota.core.queries.jobs_claim_scan import (
     CLAIM_ORDER,
+    MAX_MERGED_POOLS,
     PG_RUNNABLE,
     SQLITE_RUNNABLE,
     candidates_sql,
@@ -274,6 +275,7 @@ CLAIM_UNKEYED = ServerFunction(
         ("start_run_after", _TIMESTAMP),
         ("start_created_at", _TIMESTAMP),
     ),
+    optional=frozenset({"start_priority", "start_run_after", "start_created_at"}),
     returns=(
         ("waiting", "boolean"),
         *zip(
@@ -348,7 +350,8 @@ def claim_unkeyed_jobs(
     """PostgreSQL: claim up to ``limit`` jobs without a concurrency key, taking no lock.
 
     One statement (safe in autocommit: it is atomic on its own). Returns None
-    when a keyed job waits, or on SQLite: then claim with ``claim_limited_jobs``.
+    when a keyed job waits, for more than ``MAX_MERGED_POOLS`` pools, or on
+    SQLite: then claim with ``claim_limited_jobs``.
     Only for claimers without a ``tenant_limit``. Jobs of ``excluded_types`` are
     never claimed (nor do they count as a keyed job waiting).
 
@@ -367,9 +370,15 @@ def claim_unkeyed_jobs(
         return None
     if limit <= 0 or not pools:
         return []
+    pools = list(dict.fromkeys(pools))  # a pool named twice would be scanned twice
+    if len(pools) > MAX_MERGED_POOLS:
+        # A scan a pool, each locking up to ``limit`` rows, would lock that many
+        # times more rows than the claim keeps: the limited claim reads them all
+        # in one scan (see ``jobs_claim_scan.merged_scans``).
+        return None
     params: dict[str, Any] = {
         "owner": owner,
-        "pools": list(pools),
+        "pools": pools,
         "limit": limit,
         "now": bind_now(conn, now),
         "excluded_types": sorted(excluded_types),
@@ -384,7 +393,10 @@ def claim_unkeyed_jobs(
     rows = CLAIM_UNKEYED.execute(conn, params)
     if rows[0][0]:
         return None
-    return [_claimed(r[1:]) for r in rows if r[1] is not None]
+    # In claim order (the caller starts its next scan at the first): a function's
+    # rows come in the order it returned them, which SQL does not promise.
+    claimed = [_claimed(r[1:]) for r in rows if r[1] is not None]
+    return sorted(claimed, key=lambda c: (c.priority, c.run_after, c.created_at))
 
 
 @cache

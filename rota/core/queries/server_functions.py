@@ -18,8 +18,10 @@ returns. The function's name ends in a hash of its definition, so a rota
 release calls the functions of its own statements only: during a rolling
 upgrade the older executors keep calling theirs. ``rota migrate`` installs the
 functions of its release (``install``, after the migrations) and leaves other
-releases' in place; every command checks that its own are there
-(``missing``) and asks for ``rota migrate`` when they are not.
+releases' in place (nor does it replace one that is there: that needs the
+role that owns it, and costs every server connection its cached plans); every
+command checks that its own are there (``missing``) and asks for ``rota
+migrate`` when they are not.
 
 The parameters become ``p_<name>``, so a column is never mistaken for one;
 ``#variable_conflict use_column`` says the same of the returned columns. The
@@ -54,6 +56,7 @@ class ServerFunction:
     statement: TextClause
     params: Sequence[tuple[str, str]]
     returns: Sequence[tuple[str, str]]
+    optional: frozenset[str] = frozenset()  # parameters a call may leave out (NULL)
 
     def __post_init__(self) -> None:
         used = set(_PARAM.findall(self.statement.text))
@@ -82,7 +85,7 @@ class ServerFunction:
 
     @cached_property
     def ddl(self) -> str:
-        return f"CREATE OR REPLACE FUNCTION {self.name}{self._definition}"
+        return f"CREATE FUNCTION {self.name}{self._definition}"
 
     @cached_property
     def call(self) -> TextClause:
@@ -92,15 +95,30 @@ class ServerFunction:
         return text(f"SELECT * FROM {self.name}({args})")
 
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Any]:
-        return conn.execute(self.call, {name: params.get(name) for name, _ in self.params}).all()
+        """Call the function with ``params``: every declared one but those in
+        ``optional`` (NULL when left out), and no other (a misspelt name would
+        otherwise bind NULL: ``LIMIT NULL`` is no limit at all)."""
+        declared = [name for name, _ in self.params]
+        wrong = set(params) - set(declared)
+        absent = [n for n in declared if n not in params and n not in self.optional]
+        if wrong or absent:
+            raise ValueError(f"{self.stem}: unknown parameters {sorted(wrong)}, missing {absent}")
+        return conn.execute(self.call, {name: params.get(name) for name in declared}).all()
 
 
-def install(conn: Connection, functions: Iterable[ServerFunction]) -> None:
-    """Create (or leave as they are) ``functions`` in the schema ``conn`` creates in."""
-    # Two installs at once would both replace one function: one waits for the other.
+def install(conn: Connection, functions: Iterable[ServerFunction]) -> list[str]:
+    """Create those of ``functions`` that ``conn``'s search path does not find, in the
+    schema it creates in; returns their names. One already there is left as it is:
+    replacing it would need its owner's role, and would make every server
+    connection plan its statements again."""
+    functions = list(functions)
+    # Two installs at once would both create one function: one waits for the other.
     conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('rota server functions'))"))
+    absent = set(missing(conn, functions))
     for function in functions:
-        conn.execute(text(function.ddl))
+        if function.name in absent:
+            conn.execute(text(function.ddl))
+    return [f.name for f in functions if f.name in absent]
 
 
 def missing(conn: Connection, functions: Iterable[ServerFunction]) -> list[str]:

@@ -1,5 +1,5 @@
 -- Rendered by tests/core/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
-CREATE OR REPLACE FUNCTION rota_claim_unkeyed_36186315c867(p_owner text, p_pools text[], p_limit integer, p_now timestamptz, p_excluded_types text[], p_head_below bigint, p_start_priority integer, p_start_run_after timestamptz, p_start_created_at timestamptz)
+CREATE FUNCTION rota_claim_unkeyed_36186315c867(p_owner text, p_pools text[], p_limit integer, p_now timestamptz, p_excluded_types text[], p_head_below bigint, p_start_priority integer, p_start_run_after timestamptz, p_start_created_at timestamptz)
 RETURNS TABLE (waiting boolean, job_id uuid, job_type varchar, pool varchar, lease_generation bigint, attempt_count integer, max_attempts integer, lease_seconds double precision, idempotent boolean, needs_reconcile boolean, payload_ref text, args json, scheduled_for timestamptz, covers_from timestamptz, covers_count integer, last_error_code varchar, tenant varchar, concurrency_key varchar, schedule_name varchar, run_after timestamptz, created_at timestamptz, started_at timestamptz, priority integer)
 LANGUAGE plpgsql AS $rota$
 #variable_conflict use_column

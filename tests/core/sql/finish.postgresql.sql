@@ -1,5 +1,5 @@
 -- Rendered by tests/core/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
-CREATE OR REPLACE FUNCTION rota_finish_3b9c3af04d62(p_owner text, p_now timestamptz, p_ids uuid[], p_gens bigint[], p_targets text[], p_outcomes text[], p_codes text[], p_details text[], p_delays double precision[], p_refunds integer[], p_reconciles boolean[], p_results text[], p_outputs text[], p_dropped bigint[], p_stages text[], p_dones bigint[], p_totals bigint[])
+CREATE FUNCTION rota_finish_3b9c3af04d62(p_owner text, p_now timestamptz, p_ids uuid[], p_gens bigint[], p_targets text[], p_outcomes text[], p_codes text[], p_details text[], p_delays double precision[], p_refunds integer[], p_reconciles boolean[], p_results text[], p_outputs text[], p_dropped bigint[], p_stages text[], p_dones bigint[], p_totals bigint[])
 RETURNS TABLE (job_id uuid, lease_generation bigint, state varchar)
 LANGUAGE plpgsql AS $rota$
 #variable_conflict use_column

@@ -1,5 +1,5 @@
 -- Rendered by tests/core/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
-CREATE OR REPLACE FUNCTION rota_succeed_5426f69b2dab(p_owner text, p_now timestamptz, p_ids uuid[], p_gens bigint[])
+CREATE FUNCTION rota_succeed_5426f69b2dab(p_owner text, p_now timestamptz, p_ids uuid[], p_gens bigint[])
 RETURNS TABLE (job_id uuid, lease_generation bigint, state varchar)
 LANGUAGE plpgsql AS $rota$
 #variable_conflict use_column
