@@ -28,13 +28,13 @@ from rota.core.database import (
     schema_of,
     short_error,
 )
-from rota.core.queries.jobs_claim import CLAIM_UNKEYED
+from rota.core.queries.jobs_claim import ANY_DUE, CLAIM_UNKEYED
 from rota.core.queries.jobs_outcome import FINISH, SUCCEED
 from rota.core.queries.server_functions import ServerFunction, missing
 
 HEAD = "0018"
 # What `rota migrate` installs on PostgreSQL, beside the revisions.
-SERVER_FUNCTIONS: tuple[ServerFunction, ...] = (CLAIM_UNKEYED, SUCCEED, FINISH)
+SERVER_FUNCTIONS: tuple[ServerFunction, ...] = (CLAIM_UNKEYED, ANY_DUE, SUCCEED, FINISH)
 VERSION_TABLE = "alembic_version"
 
 

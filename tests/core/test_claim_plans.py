@@ -208,15 +208,20 @@ def test_the_sqlite_claim_reads_each_pool_in_index_order(tmp_path: Path) -> None
     assert len(searches) == 2 and all("(pool=?" in s for s in searches), rows
 
 
+@pytest.mark.parametrize("plan_kind", ["custom", "generic"])
 @pytest.mark.parametrize("n_pools", [1, 2])
 def test_an_idle_polls_question_reads_the_waiting_jobs_index_not_the_table(
-    aged_engine: Engine, n_pools: int
+    aged_engine: Engine, n_pools: int, plan_kind: str
 ) -> None:
     """``any_job_due`` (an idle executor's poll) is answered from a queue index, with
-    the finished jobs never read, and stops at the first due job."""
+    the finished jobs never read, and stops at the first due job, in the plan made for
+    the values and in the generic plan its function keeps."""
     pools = ["default", "other"][:n_pools]
-    params: dict[str, Any] = {"now": None, **{f"pool{i}": p for i, p in enumerate(pools)}}
-    plan = _explain(aged_engine, jobs_claim._pg_any_due(n_pools), params, prelude=False)
+    params: dict[str, Any] = {"now": None, "pools": pools}
+    if plan_kind == "generic":
+        plan = _explain_function(aged_engine, jobs_claim.ANY_DUE, params)
+    else:
+        plan = _explain(aged_engine, jobs_claim.ANY_DUE.statement, params, prelude=False)
     assert "Seq Scan" not in plan, plan
     assert re.search(r"Index (Only )?Scan using ix_jobs_(claimable|state) on jobs", plan), plan
     with aged_engine.connect() as conn:

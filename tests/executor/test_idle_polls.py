@@ -29,7 +29,7 @@ from tests.support.executor_support import (
 )
 
 CLAIM = jobs_claim.CLAIM_UNKEYED.name  # the lock-free claim, called by its name
-PROBE = "SELECT EXISTS (\n            SELECT 1 FROM jobs"
+PROBE = jobs_claim.ANY_DUE.name  # the idle poll's question, called by its name
 
 
 @pytest.fixture

@@ -1,21 +1,22 @@
 """The read side of a claim: which claimable jobs it considers, in claim order.
 
-Every claim statement of ``jobs_claim`` is built from these fragments:
-claimable rows of the executor's pools that it can run, due by the database
+The limited claims of ``jobs_claim`` (both backends) are built from these
+fragments: claimable rows of the executor's pools that it can run, due by the database
 clock, in claim order (``CLAIM_ORDER``: priority, then ``run_after``, then
 ``created_at``), and of those at most one per concurrency key and up to the
 free slots of each tenant.
 
 An executor of several pools scans each pool's jobs on their own, in index
-order, and merges them (``merged_scans``). Only the first ``scan`` candidates
-in claim order are considered per batch; a candidate whose key or tenant is
-already at its limit is skipped by the query, and a second job of the same key
-within one batch waits for a later claim.
+order, and merges them (``merged_scans``; the lock-free claim on PostgreSQL
+does the same with a lateral scan a pool, in one statement for any number).
+Only the first ``scan`` candidates in claim order are considered per batch; a
+candidate whose key or tenant is already at its limit is skipped by the query,
+and a second job of the same key within one batch waits for a later claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from rota.core.states import CLAIMABLE_SQL, LEASED_SQL
 
@@ -76,15 +77,14 @@ def pools_sql(n: int) -> str:
 
 
 # More pools than this: one scan of them all, sorted (SQLite allows 500 terms in a
-# compound SELECT, and a statement per pool grows with them).
+# compound SELECT, and a statement per pool grows with them). The lock-free claim
+# leaves so many pools to the limited claim (``jobs_claim.claim_unkeyed_jobs``).
 MAX_MERGED_POOLS = 32
 
 
-def merged_scans(
-    n_pools: int, scan: Callable[[str, str], str], limit: str, parts: Sequence[str] = ("",)
-) -> str:
-    """The scans ``scan(pool, part)`` (each in claim order, up to ``limit`` rows) for each
-    pool and each of ``parts``, merged in claim order.
+def merged_scans(n_pools: int, scan: Callable[[str], str], limit: str) -> str:
+    """The scans ``scan(pool)`` (each in claim order, up to ``limit`` rows) for each
+    pool, merged in claim order.
 
     ``pool`` completes ``c.pool ...``. Neither backend reads a B-tree in order
     across the values of ``pool IN (...)``: one scan of ``c.pool IN (:pool0,
@@ -99,7 +99,7 @@ def merged_scans(
         pools = [f"IN ({pools_sql(n_pools)})"]
     else:
         pools = [f"= :pool{i}" for i in range(n_pools)]
-    branches = [scan(pool, part) for pool in pools for part in parts]
+    branches = [scan(pool) for pool in pools]
     if len(branches) == 1:
         return branches[0]
     each = "\n        UNION ALL".join(
