@@ -29,6 +29,7 @@ It runs in a thread of its own (``runtime.startstop.BackgroundLoop``);
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -51,6 +52,11 @@ log = logging.getLogger("rota.executor")
 RENEW_SHARE = 1 / 3  # renew after a third of the lease: one lost beat is tolerated
 PROGRESS_SECONDS = 0.5  # progress reaches the row at most this late (plus a tick)
 TICK_SECONDS = 0.05
+# With no job held there is nothing to watch but the registry row and liveness:
+# a tick a second, and at once when a claim puts a job in the held set
+# (``nudge``). An idle executor ticking every 50 ms woke twenty times a second
+# for nothing: 2.5 ms of CPU a second, 12% of a core for 48 idle executors.
+IDLE_TICK_SECONDS = 1.0
 CANCEL_POLL_SECONDS = 1.0
 _RETRY_SECONDS = 0.5
 
@@ -76,6 +82,7 @@ class Heartbeat(BackgroundLoop):
         self._on_pass = on_pass  # after every pass of the loop (registry, liveness)
         self._retry_at = 0.0
         self._cancel_poll_at = 0.0
+        self._nudged = threading.Event()
 
     @property
     def db(self) -> LoopConnection:
@@ -85,8 +92,23 @@ class Heartbeat(BackgroundLoop):
     def _after_stop(self) -> None:
         self._db.close()
 
+    def nudge(self) -> None:
+        """A job entered the held set: tick now, not at the end of an idle wait."""
+        self._nudged.set()
+
+    def _interrupt(self) -> None:
+        self._nudged.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(TICK_SECONDS):
+        while True:
+            if self._held():
+                stopped = self._stop.wait(TICK_SECONDS)
+            else:
+                self._nudged.wait(IDLE_TICK_SECONDS)
+                stopped = self._stop.is_set()
+            self._nudged.clear()
+            if stopped:
+                return
             try:
                 self.beat_once()
             except Exception:  # never let the heartbeat thread die

@@ -22,6 +22,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from rota.core.metric_deltas import MetricsRecorder
 from rota.core.queries.jobs_outcome import Finish
@@ -48,6 +49,7 @@ class HeldJobs:
         summary: JobSummary,
     ) -> None:
         self.summary = summary
+        self.on_first: Callable[[], None] | None = None  # a job entered an empty set
         self._held: dict[uuid.UUID, HeldJob] = {}
         self._lock = threading.Lock()
         self._metrics = metrics
@@ -65,7 +67,10 @@ class HeldJobs:
 
     def add(self, held: HeldJob) -> None:
         with self._lock:
+            first = not self._held
             self._held[held.claimed.job_id] = held
+        if first and self.on_first is not None:
+            self.on_first()
 
     def all(self) -> list[HeldJob]:
         with self._lock:

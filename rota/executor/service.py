@@ -187,6 +187,7 @@ class Executor:
             on_pass=self._heartbeat_passed,
             outage=self._outage,
         )
+        self._jobs.on_first = self._heartbeat.nudge  # it ticks slowly while none is held
 
     # -- lifecycle -------------------------------------------------------------
 

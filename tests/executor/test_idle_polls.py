@@ -18,7 +18,9 @@ from sqlalchemy import Engine, event, update
 from rota.core.queries import jobs_claim
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.tables import jobs
+from rota.executor.heartbeat import Heartbeat
 from rota.executor.listener import Listener
+from rota.executor.transactions import LoopConnection
 from tests.support.executor_support import (
     add_jobs,
     job_type,
@@ -156,3 +158,28 @@ def test_without_notifications_a_lone_executor_polls_often_but_not_for_a_job_it_
         # A claim a poll interval (a second), not one every tenth of a second.
         assert count(statements, CLAIM) - claims <= 3
         assert state_is(pg_engine, waiting.job_id, "QUEUED")()
+
+
+def test_an_idle_heartbeat_ticks_once_a_second_and_at_once_when_nudged(pg_engine: Engine) -> None:
+    """With no job held the heartbeat has nothing to watch: it ticked every 50 ms, twenty
+    wake-ups a second in every idle executor. Now it ticks once a second, and at once
+    when a claim puts a job in the held set (``HeldJobs.on_first`` nudges it)."""
+    passes: list[float] = []
+    hb = Heartbeat(
+        LoopConnection(pg_engine),
+        "w:1:idle",
+        list,
+        lambda held, why: None,
+        lambda held: None,
+        on_pass=lambda: passes.append(time.monotonic()),
+    )
+    hb.start()
+    try:
+        time.sleep(2.0)  # the window the ticks are counted in, not a wait for a state
+        assert 1 <= len(passes) <= 3, passes
+        before, nudged_at = len(passes), time.monotonic()
+        hb.nudge()
+        wait_for(lambda: len(passes) > before, timeout=0.5, what="a tick after the nudge")
+        assert passes[before] - nudged_at < 0.2
+    finally:
+        hb.stop()
