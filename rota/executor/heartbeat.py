@@ -53,7 +53,8 @@ RENEW_SHARE = 1 / 3  # renew after a third of the lease: one lost beat is tolera
 PROGRESS_SECONDS = 0.5  # progress reaches the row at most this late (plus a tick)
 TICK_SECONDS = 0.05
 # With no job held there is nothing to watch but the registry row and liveness:
-# a tick a second, and at once when a claim puts a job in the held set
+# a tick a second (a third of the registry interval, when that is shorter), and
+# at once when a claim puts a job in the held set
 # (``nudge``). An idle executor ticking every 50 ms woke twenty times a second
 # for nothing: 2.5 ms of CPU a second, 12% of a core for 48 idle executors.
 IDLE_TICK_SECONDS = 1.0
@@ -71,8 +72,12 @@ class Heartbeat(BackgroundLoop):
         on_timeout: Callable[[HeldJob], None],
         on_pass: Callable[[], None] | None = None,
         outage: Outage | None = None,
+        idle_tick: float = IDLE_TICK_SECONDS,
     ) -> None:
         super().__init__("rota-heartbeat", join_seconds=5.0)
+        # ``on_pass`` refreshes the registry row: an idle tick longer than a third of
+        # its interval would let the process read as gone.
+        self._idle_tick = idle_tick
         self._db = db
         self._outage = outage  # logs a database outage once, not every beat
         self._owner = owner
@@ -104,7 +109,7 @@ class Heartbeat(BackgroundLoop):
             if self._held():
                 stopped = self._stop.wait(TICK_SECONDS)
             else:
-                self._nudged.wait(IDLE_TICK_SECONDS)
+                self._nudged.wait(self._idle_tick)
                 stopped = self._stop.is_set()
             self._nudged.clear()
             if stopped:

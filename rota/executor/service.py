@@ -42,7 +42,7 @@ from rota.executor.claim import ScanStarts
 from rota.executor.claim_loop import DEFAULT_POLL_INTERVAL, DEFAULT_SWEEP_INTERVAL, ClaimLoop
 from rota.executor.claimer import MAX_CLAIM_BATCH
 from rota.executor.drain import DEFAULT_DRAIN_TIMEOUT, drain
-from rota.executor.heartbeat import Heartbeat
+from rota.executor.heartbeat import IDLE_TICK_SECONDS, Heartbeat
 from rota.executor.held import HeldJobs
 from rota.executor.lease import HeldJob
 from rota.executor.slots import DEFAULT_PREFETCH, Slots, default_prefetch
@@ -186,6 +186,7 @@ class Executor:
             self._jobs.timed_out,
             on_pass=self._heartbeat_passed,
             outage=self._outage,
+            idle_tick=min(IDLE_TICK_SECONDS, self._registration.interval / 3),
         )
         self._jobs.on_first = self._heartbeat.nudge  # it ticks slowly while none is held
 
