@@ -204,8 +204,10 @@ class Executor:
             self._outage.failed(exc, "claim")
         self._slots.start()
         self._jobs.start()
-        self._registration.start(self._loop.claimer.db.statement)
+        # Watched before the row is written: a process seen in the registry has
+        # its heartbeat in /healthz's loops already.
         self.liveness.watch("heartbeat", self._registration.interval)
+        self._registration.start(self._loop.claimer.db.statement)
         self._heartbeat.start()
         self._metrics_flusher.start()
         if self._summary_loop is not None:
