@@ -20,7 +20,7 @@ from rota.api.methods import MethodRouting
 from rota.api.openapi_doc import documented
 from rota.api.problems import UNAVAILABLE, Problem, install, problem_response
 from rota.core.database import DatabaseError, scrub
-from rota.migrations.check import current_revision, functions_problem, schema_problem
+from rota.migrations.check import database_problem
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 log = logging.getLogger("rota.api")
@@ -80,10 +80,7 @@ def create_app(
     )
     def readyz(request: Request) -> JSONResponse:
         try:
-            current = current_revision(engine)
-            problem = schema_problem(current)
-            if problem is None and engine.dialect.name == "postgresql":
-                problem = functions_problem(engine)
+            problem = database_problem(engine)
         except DatabaseError as exc:
             # The probe answers without a token: where the database is (host, port,
             # path, user) stays in the log, for the operator.

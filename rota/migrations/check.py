@@ -92,11 +92,18 @@ def migration_refusal(current: str | None) -> str | None:
     return schema_problem(current)
 
 
-def ensure_migrated(engine: Engine) -> None:
-    """Refuse to go on when the schema is missing, older or newer than this rota."""
+def database_problem(engine: Engine) -> str | None:
+    """What keeps this rota from working on ``engine``'s database (None: nothing): its
+    schema's revision, then, on PostgreSQL, this release's server functions."""
     problem = schema_problem(current_revision(engine))
     if problem is None and engine.dialect.name == "postgresql":
         problem = functions_problem(engine)
+    return problem
+
+
+def ensure_migrated(engine: Engine) -> None:
+    """Refuse to go on when the schema is missing, older or newer than this rota."""
+    problem = database_problem(engine)
     if problem is None:
         return
     where = display_url(engine.url)
