@@ -131,6 +131,13 @@ def cluster_cpu(conn: psycopg.Connection[tuple[object, ...]]) -> float:
     return sum(cpu_seconds(p) for p in postmaster_children(conn))
 
 
+def cpu_now(
+    monitor: psycopg.Connection[tuple[object, ...]], bouncer: PgBouncer, pids: list[int]
+) -> tuple[float, float, float]:
+    """CPU seconds so far of the PostgreSQL cluster, PgBouncer and the ``pids`` together."""
+    return cluster_cpu(monitor), cpu_seconds(bouncer.process.pid), sum(map(cpu_seconds, pids))
+
+
 def start_schedulers(db: Database, count: int, workdir: Path, tag: str) -> Executors:
     procs = []
     logs = []
@@ -219,11 +226,7 @@ def drain(
             # Every case waits as long here, pooled or not.
             stats_before = settled_stats(bouncer, db.name)
             pids = [p.pid for ex in fleet for p in ex.procs]
-            cpu_before = (
-                cluster_cpu(monitor),
-                cpu_seconds(bouncer.process.pid),
-                sum(map(cpu_seconds, pids)),
-            )
+            cpu_before = cpu_now(monitor, bouncer, pids)
             engine = make_engine(db.url)
             try:
                 with engine.begin() as conn:
@@ -248,11 +251,7 @@ def drain(
                     raise RuntimeError(f"{case.name}: {samples[-1][1]} of {count} done")
                 for p in fleet:
                     p.check_alive()
-            cpu_after = (
-                cluster_cpu(monitor),
-                cpu_seconds(bouncer.process.pid),
-                sum(map(cpu_seconds, pids)),
-            )
+            cpu_after = cpu_now(monitor, bouncer, pids)
             traffic = {}
             if case.pooled:
                 traffic = _traffic(stats_before, settled_stats(bouncer, db.name), count)
@@ -308,10 +307,10 @@ def measure_idle(
     pids = [p.pid for ex in fleet for p in ex.procs]
     # The drain's dirty pages are written now, not by a checkpoint inside the window.
     monitor.execute("CHECKPOINT")
-    before = (cluster_cpu(monitor), cpu_seconds(bouncer.process.pid), sum(map(cpu_seconds, pids)))
+    before = cpu_now(monitor, bouncer, pids)
     t0 = time.perf_counter()
     time.sleep(seconds)
-    after = (cluster_cpu(monitor), cpu_seconds(bouncer.process.pid), sum(map(cpu_seconds, pids)))
+    after = cpu_now(monitor, bouncer, pids)
     wall = time.perf_counter() - t0
     return {
         "database": (after[0] - before[0]) / wall,
