@@ -78,22 +78,14 @@ def add_aggregates(conn: Connection, totals: Deltas, minutes: Mapping[datetime, 
         _upsert_minutes(conn, insert, rows)
 
 
-# Rows a statement: a multi-row VALUES binds 5 or 6 values a row, and PostgreSQL
-# binds at most 65,535 a statement, SQLite (by default) 32,766.
-ROWS_PER_STATEMENT = 1000
-
-
-def _chunks(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    return [rows[i : i + ROWS_PER_STATEMENT] for i in range(0, len(rows), ROWS_PER_STATEMENT)]
+# Each upsert is one statement executed with a list of rows: SQLAlchemy compiles
+# it once (a multi-row ``.values([...])`` is compiled anew on every call, which
+# cost 0.3 s of CPU per 1,000 rows) and sends the rows in pages within each
+# database's limit of bound values.
 
 
 def _upsert_totals(conn: Connection, insert: Any, totals: list[dict[str, Any]]) -> None:
-    for chunk in _chunks(totals):
-        _upsert_totals_once(conn, insert, chunk)
-
-
-def _upsert_totals_once(conn: Connection, insert: Any, totals: list[dict[str, Any]]) -> None:
-    t = insert(metric_totals).values([{**row, "updated_at": db_now()} for row in totals])
+    t = insert(metric_totals).values(updated_at=db_now())
     conn.execute(
         t.on_conflict_do_update(
             index_elements=[metric_totals.c.metric, metric_totals.c.labels, metric_totals.c.le],
@@ -102,17 +94,13 @@ def _upsert_totals_once(conn: Connection, insert: Any, totals: list[dict[str, An
                 "total": metric_totals.c.total + t.excluded.total,
                 "updated_at": db_now(),
             },
-        )
+        ),
+        totals,
     )
 
 
 def _upsert_minutes(conn: Connection, insert: Any, rows: list[dict[str, Any]]) -> None:
-    for chunk in _chunks(rows):
-        _upsert_minutes_once(conn, insert, chunk)
-
-
-def _upsert_minutes_once(conn: Connection, insert: Any, rows: list[dict[str, Any]]) -> None:
-    m = insert(metric_minutes).values(rows)
+    m = insert(metric_minutes)
     conn.execute(
         m.on_conflict_do_update(
             index_elements=[
@@ -125,7 +113,8 @@ def _upsert_minutes_once(conn: Connection, insert: Any, rows: list[dict[str, Any
                 "n": metric_minutes.c.n + m.excluded.n,
                 "total": metric_minutes.c.total + m.excluded.total,
             },
-        )
+        ),
+        rows,
     )
 
 
@@ -134,8 +123,7 @@ def append_metric_events(conn: Connection, deltas: Deltas, *, now: datetime | No
     if not deltas:
         return
     minute = minute_of(now if now is not None else database_now(conn))
-    for chunk in _chunks([{**row, "minute": minute} for row in _rows(deltas)]):
-        conn.execute(metric_inbox.insert().values(chunk))
+    conn.execute(metric_inbox.insert(), [{**row, "minute": minute} for row in _rows(deltas)])
 
 
 @dataclass(frozen=True)
