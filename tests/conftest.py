@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 
 from rota.core.database import make_engine
 from rota.migrations.runner import upgrade
-from tests.support import ordering
+from tests.support import bytecode, ordering
 from tests.support.db_support import (
     BACKENDS,
     PgClones,
@@ -38,6 +38,20 @@ from tests.support.db_support import (
 from tests.support.executor_support import Executors, StartExecutor, alive, running_executors
 from tests.support.pgserver_setup import postgres_for_tests
 from tests.support.webhook_receiver import Receiver
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller (or a run without workers) compiles bytecode for every process
+    the tests start (``tests/support/bytecode.py``); xdist's workers inherit it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        config.stash[_PYCACHE] = bytecode.compile_for_children()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    bytecode.remove(config.stash.get(_PYCACHE, None))
+
+
+_PYCACHE = pytest.StashKey[set[Path] | None]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
