@@ -3,7 +3,7 @@
 pytest-xdist's ``worksteal`` scheduler hands each worker an equal share of the
 collection, in order, and then moves the tail of a busy worker's share to an
 idle one. A share holding many of the long tests (the ``slow`` ones: real
-processes and signals; the soak alone takes two minutes) would keep its worker
+processes and signals; the soak alone takes over a minute) would keep its worker
 busy long after the others ran out of work, since only the tail moves. So the
 long tests are spread over the shares, the soak and the longest first, each
 to the share with the least long work so far, and they run at the head of
@@ -21,7 +21,7 @@ import os
 
 import pytest
 
-SOAK_SECONDS = 110.0
+SOAK_SECONDS = 70.0
 SLOW_SECONDS = 8.0
 
 
