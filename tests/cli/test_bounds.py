@@ -1,8 +1,9 @@
 """Every numeric flag of every command is finite and within its documented range.
 
 ``inf``, ``nan``, negative and absurdly large values exit 2 with a message that
-names the flag, before anything runs (the real ``rota`` process, each with a
-hang guard: before these checks an executor ran with ``--poll-interval inf``).
+names the flag, before anything runs: every case through the command's parser,
+and one for each long-running command through the real ``rota`` process, with
+a hang guard (before these checks an executor ran with ``--poll-interval inf``).
 The in-range edges are accepted by the same type functions.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rota.cli import bounds
+from rota.cli.main import build_parser
 from tests.support.executor_support import REPO_ROOT
 
 HUGE = "9223372036854775808"  # 2^63: past every database integer
@@ -64,6 +66,29 @@ def _flag_cases() -> list[object]:
 
 @pytest.mark.parametrize(("words", "flag", "value"), _flag_cases())
 def test_out_of_range_flag_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], words: tuple[str, ...], flag: str, value: str
+) -> None:
+    """Each case through the command's own parser, in this process: the refusal is
+    argparse's exit 2 before any command runs."""
+    argv = [*words, f"{flag}={value}", "--db", "sqlite:///none.db"]
+    with pytest.raises(SystemExit) as exited:
+        build_parser(words[0]).parse_args(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and "Traceback" not in err
+
+
+# One bad value for each long-running command, through the real ``rota`` process.
+REAL = [
+    (("executor",), "--poll-interval", "inf"),
+    (("scheduler",), "--max-sleep", "nan"),
+    (("run",), "--drain-timeout", "-inf"),
+    (("serve",), "--port", "70000"),
+]
+
+
+@pytest.mark.parametrize(("words", "flag", "value"), REAL, ids=[w[0][0] for w in REAL])
+def test_a_real_command_exits_2_before_anything_ran(
     tmp_path: Path, words: tuple[str, ...], flag: str, value: str
 ) -> None:
     db = f"sqlite:///{tmp_path / 'none.db'}"
