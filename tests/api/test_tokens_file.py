@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rota.cli.commands.serve import access_for
+from rota.cli.common import UserError
 from tests.api.surface import serve_refused
 from tests.support.api_support import rota_cmd
 from tests.support.db_support import migrated_sqlite_url
@@ -73,8 +75,27 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_bad_tokens_file_is_refused_at_serve_start(tmp_path: Path, case: str) -> None:
+def test_each_bad_tokens_file_is_refused_naming_the_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """Through ``access_for``, the one check ``serve`` and ``run`` make at start."""
     text, line, message = CASES[case]
+    path = tmp_path / "tokens.yaml"
+    path.write_text(text)
+    monkeypatch.setenv("ROTA_API_TOKENS_FILE", str(path))
+    monkeypatch.setenv("ROTA_API_TOKEN", DEFAULT)
+    with pytest.raises(UserError) as refused:
+        access_for("127.0.0.1", [])
+    said = str(refused.value)
+    assert f"{path}:{line}: " in said, said
+    assert message in said, said
+    for secret in (A, A.upper(), B, A[:40], "hunter2", DEFAULT):
+        assert secret not in said, secret
+
+
+def test_a_bad_tokens_file_is_refused_at_serve_start(tmp_path: Path) -> None:
+    """The real ``rota serve``: exit 2, the file's line, no secret, nothing served."""
+    text, line, message = CASES["the token itself"]
     path = tmp_path / "tokens.yaml"
     path.write_text(text)
     db = migrated_sqlite_url(tmp_path / "rota.db")
@@ -84,7 +105,7 @@ def test_a_bad_tokens_file_is_refused_at_serve_start(tmp_path: Path, case: str) 
     assert f"{path}:{line}: " in r.stderr, r.stderr
     assert message in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    for secret in (A, A.upper(), B, A[:40], "hunter2", DEFAULT):
+    for secret in ("hunter2", DEFAULT):
         assert secret not in r.stderr + r.stdout, secret
     assert "serve_started" not in r.stderr
 
