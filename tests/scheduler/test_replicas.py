@@ -26,7 +26,7 @@ from rota.core.tables import jobs
 from tests.support.scheduler_helpers import apply_specs, schedule_row, spec
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_SECONDS = 22.0
+RUN_SECONDS = 14.0
 
 
 class Replica:
