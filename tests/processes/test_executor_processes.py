@@ -50,7 +50,10 @@ def test_several_processes_run_every_job_exactly_once(
         executors.start("--concurrency", "8", "--poll-interval", "0.1", ready=True)
         for _ in range(3)
     ]
-    ids = add_jobs(engine, spec, 2000, args={"file": str(out)})
+    # 5 ms a job: one process (8 slots) needs 1.25 s or more for all 2000, so the
+    # others, polling every 0.1 s, always claim some; instant jobs on a loaded
+    # machine were once all taken by the first process to wake.
+    ids = add_jobs(engine, spec, 2000, args={"file": str(out), "sleep": 0.005})
     try:
         wait_for(
             lambda: set(states(engine).values()) == {"SUCCEEDED"},
