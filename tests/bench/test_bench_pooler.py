@@ -28,7 +28,7 @@ def test_the_pooler_bench_drains_every_case_within_the_pool(
     code = bench_pooler.main(
         [
             "--jobs", "300", "--executors", "4", "--schedulers", "1",
-            "--idle-seconds", "1", "--pg-url", pg_admin_url,
+            "--idle-seconds", "1", "--rounds", "1", "--pg-url", pg_admin_url,
         ]
     )  # fmt: skip
     out = capsys.readouterr().out
