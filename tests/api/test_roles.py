@@ -1,7 +1,9 @@
-"""Tokens with names and roles, from ``ROTA_API_TOKENS_FILE``, against ``rota serve`` on both
-backends: a viewer reads and gets 403 on every action, an operator acts, an admin does
-everything (unlisted routes included); ``ROTA_API_TOKEN`` is an admin named ``default``.
-The dashboard shows a viewer no buttons it cannot use.
+"""Tokens with names and roles, from ``ROTA_API_TOKENS_FILE``, on both backends: a viewer
+reads and gets 403 on every action (against the real ``rota serve``, whose output must
+hold no token), an operator acts, an admin does everything (unlisted routes included);
+``ROTA_API_TOKEN`` is an admin named ``default``. The dashboard shows a viewer no
+buttons it cannot use (the real serve too). The others use the app with the table
+``token_table`` reads from the file, served in a thread.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 from sqlalchemy import Engine, func, select
 
+from rota.api.identities import token_table
 from rota.api.problems import PROBLEM_JSON
 from rota.core.queries.job_types import load_job_types
 from rota.core.queries.schedules import get_schedule
@@ -62,6 +65,7 @@ def as_(name: str) -> dict[str, str]:
 
 @pytest.fixture
 def served(engine: Engine, db_url: str, tmp_path: Path) -> Iterator[Served]:
+    """The real ``rota serve`` with the tokens file: for the test that reads its output."""
     apply_schedule_file(engine, load_schedule_text(SCHEDULES, "s.yaml"))
     env = {
         "ROTA_API_TOKENS_FILE": str(tokens_file(tmp_path / "tokens.yaml")),
@@ -69,6 +73,15 @@ def served(engine: Engine, db_url: str, tmp_path: Path) -> Iterator[Served]:
     }
     with rota_serve(db_url, tmp_path, env=env) as s:
         yield s
+
+
+@pytest.fixture
+def api(engine: Engine, tmp_path: Path) -> Iterator[str]:
+    """The same app and tokens, served in a thread (``token_table`` is what serve reads)."""
+    apply_schedule_file(engine, load_schedule_text(SCHEDULES, "s.yaml"))
+    tokens = token_table(DEFAULT_TOKEN, str(tokens_file(tmp_path / "tokens.yaml")))
+    with running_api(engine, tokens=tokens) as base:
+        yield base
 
 
 def two_jobs(engine: Engine) -> tuple[uuid.UUID, uuid.UUID]:
@@ -139,9 +152,9 @@ def test_a_viewer_reads_and_is_refused_every_action(served: Served, engine: Engi
     assert "v-token-1" not in served.out.text() and sha256("v-token-1") not in served.out.text()
 
 
-def test_an_operator_acts_and_is_refused_what_is_not_listed(served: Served, engine: Engine) -> None:
+def test_an_operator_acts_and_is_refused_what_is_not_listed(api: str, engine: Engine) -> None:
     queued, failed = two_jobs(engine)
-    with httpx.Client(base_url=served.base, headers=as_("otto"), timeout=10) as c:
+    with httpx.Client(base_url=api, headers=as_("otto"), timeout=10) as c:
         assert c.get("/whoami").json() == {"actor": "otto", "role": "operator"}
         for path in reads(queued):
             assert c.get(path).status_code == 200, path
@@ -158,9 +171,9 @@ def test_an_operator_acts_and_is_refused_what_is_not_listed(served: Served, engi
 
 
 @pytest.mark.parametrize("name", ["ada", "default"])
-def test_an_admin_does_everything(served: Served, engine: Engine, name: str) -> None:
+def test_an_admin_does_everything(api: str, engine: Engine, name: str) -> None:
     queued, failed = two_jobs(engine)
-    with httpx.Client(base_url=served.base, headers=as_(name), timeout=10) as c:
+    with httpx.Client(base_url=api, headers=as_(name), timeout=10) as c:
         assert c.get("/whoami").json() == {"actor": name, "role": "admin"}
         for path in reads(queued):
             assert c.get(path).status_code == 200, path
@@ -174,10 +187,10 @@ def test_an_admin_does_everything(served: Served, engine: Engine, name: str) -> 
     assert actors == {name}
 
 
-def test_an_unknown_token_is_401(served: Served) -> None:
+def test_an_unknown_token_is_401(api: str) -> None:
     hashed = f"Bearer {sha256('v-token-1')}"  # the hash is no token
     for headers in ({}, {"Authorization": "Bearer nobody"}, {"Authorization": hashed}):
-        r = httpx.get(f"{served.base}/jobs", headers=headers)
+        r = httpx.get(f"{api}/jobs", headers=headers)
         assert r.status_code == 401 and r.headers["content-type"] == PROBLEM_JSON
 
 

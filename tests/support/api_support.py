@@ -17,6 +17,7 @@ from sqlalchemy import Engine, bindparam, update
 
 from rota.api import create_app
 from rota.api.failed_counts import FailedCounts
+from rota.api.identities import TokenTable
 from rota.api.server import BackgroundServer, bind
 from rota.core.config import JobTypeSpec
 from rota.core.tables import jobs
@@ -25,12 +26,16 @@ from tests.support.executor_support import add_jobs, job_type, store_types
 
 @contextmanager
 def running_api(
-    engine: Engine, token: str | None = None, failed_counts: FailedCounts | None = None
+    engine: Engine,
+    token: str | None = None,
+    failed_counts: FailedCounts | None = None,
+    tokens: TokenTable | None = None,
 ) -> Iterator[str]:
     """The base URL of the app on ``engine``, served until the block ends."""
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = BackgroundServer(create_app(engine, token=token, failed_counts=failed_counts), sock)
+    app = create_app(engine, token=token, tokens=tokens, failed_counts=failed_counts)
+    server = BackgroundServer(app, sock)
     server.start()
     base = f"http://127.0.0.1:{port}"
     try:
