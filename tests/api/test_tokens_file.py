@@ -105,7 +105,7 @@ def test_a_bad_tokens_file_is_refused_at_serve_start(tmp_path: Path) -> None:
     assert f"{path}:{line}: " in r.stderr, r.stderr
     assert message in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    for secret in ("hunter2", DEFAULT):
+    for secret in (A, A.upper(), B, A[:40], "hunter2", DEFAULT):
         assert secret not in r.stderr + r.stdout, secret
     assert "serve_started" not in r.stderr
 
