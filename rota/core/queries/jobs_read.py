@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -22,7 +23,7 @@ from sqlalchemy import (
     tuple_,
     union_all,
 )
-from sqlalchemy.sql.expression import Executable
+from sqlalchemy.sql.expression import BindParameter, Executable
 
 from rota.core.queries.index_hints import broad, indexed_by, selective
 from rota.core.queries.job_ids import JobRefError, prefix_bounds
@@ -56,21 +57,58 @@ class JobFilter:
     text: str | None = None  # searched for: see ``text_match``
 
     def clauses(self) -> list[ColumnElement[bool]]:
-        out: list[ColumnElement[bool]] = []
-        for column, values in (
-            (jobs.c.state, self.states),
-            (jobs.c.job_type, self.job_types),
-            (jobs.c.schedule_name, self.schedules),
-        ):
-            if len(values) == 1:
-                out.append(column == values[0])
-            elif values:
-                out.append(column.in_(values))
-        if self.created_since is not None:
-            out.append(jobs.c.created_at >= self.created_since)
+        """The filter as WHERE clauses, its values bound in them."""
+        out = _narrowing(self.counts(), self.created_since is not None, self.values())
         if self.text:
             out.append(text_match(self.text))
         return out
+
+    def counts(self) -> tuple[int, ...]:
+        """How many values each field of ``_BY_VALUE`` names (0: any)."""
+        return tuple(len(getattr(self, field)) for field, _ in _BY_VALUE)
+
+    def values(self) -> dict[str, object]:
+        """The values of ``_narrowing``'s parameters: one named value bound alone, several
+        as a list, the instant as ``since``."""
+        out: dict[str, object] = {}
+        for field, _ in _BY_VALUE:
+            named = getattr(self, field)
+            if named:
+                out[field] = named[0] if len(named) == 1 else list(named)
+        if self.created_since is not None:
+            out["since"] = self.created_since
+        return out
+
+
+# The fields of a JobFilter that name values of a column, each bound under its name.
+_BY_VALUE = (
+    ("states", jobs.c.state),
+    ("job_types", jobs.c.job_type),
+    ("schedules", jobs.c.schedule_name),
+)
+
+
+def _narrowing(
+    counts: tuple[int, ...], since: bool, values: Mapping[str, object] | None = None
+) -> list[ColumnElement[bool]]:
+    """The clauses of a filter naming ``counts`` values of each ``_BY_VALUE`` field (and an
+    instant, ``since``), as parameters named for the fields: ``values`` bound in them
+    (``JobFilter.values``), or, without, bound when the statement runs."""
+
+    def param(name: str, **kw: Any) -> BindParameter[Any]:
+        if values is None:
+            return bindparam(name, **kw)
+        return bindparam(name, values[name], **kw)
+
+    out: list[ColumnElement[bool]] = []
+    for (field, column), count in zip(_BY_VALUE, counts, strict=True):
+        if count == 1:  # "=", as a single value was always written: the same plans
+            out.append(column == param(field, type_=column.type))
+        elif count:
+            out.append(column.in_(param(field, expanding=True)))
+    if since:
+        out.append(jobs.c.created_at >= param("since", type_=jobs.c.created_at.type))
+    return out
 
 
 def text_match(text: str) -> ColumnElement[bool]:
@@ -131,20 +169,15 @@ def newest_jobs(
     wanted = tuple(state for state, _, _ in _PARTS if state in asked)
     if not wanted:
         return []
-    values: dict[str, object] = {}
-    for name, named in (("job_types", where.job_types), ("schedules", where.schedules)):
-        if named:  # one value is bound alone (see _named), several as a list
-            values[name] = named[0] if len(named) == 1 else list(named)
-    if where.created_since is not None:
-        values["since"] = where.created_since
+    narrowing = replace(where, states=())  # the parts read one state each
+    values = narrowing.values()
     if after is not None:
         values["after_created_at"], values["after_job_id"] = after.created_at, after.job_id
     if limit is not None:
         values["limit"] = limit
     shape = _Shape(
         wanted,
-        len(where.job_types),
-        len(where.schedules),
+        narrowing.counts(),
         where.created_since is not None,
         after is not None,
         limit is not None,
@@ -165,8 +198,7 @@ class _Shape:
     """What a listing's statement is made of; its values are bound when it runs."""
 
     states: tuple[str, ...]
-    job_types: int  # how many job types are named (0: any)
-    schedules: int
+    counts: tuple[int, ...]  # JobFilter.counts, its states left to the parts
     since: bool
     after: bool
     limited: bool
@@ -180,17 +212,7 @@ def _shaped_statement(shape: _Shape) -> Executable:
 
 
 def _statement(shape: _Shape, *extra: ColumnElement[bool]) -> Executable:
-    narrowed = [
-        c
-        for c in (
-            _named(jobs.c.job_type, shape.job_types, "job_types"),
-            _named(jobs.c.schedule_name, shape.schedules, "schedules"),
-        )
-        if c is not None
-    ]
-    narrowed += extra
-    if shape.since:
-        narrowed.append(jobs.c.created_at >= bindparam("since", type_=jobs.c.created_at.type))
+    narrowed = [*_narrowing(shape.counts, shape.since), *extra]
     if shape.after:
         narrowed.append(
             # typed as the columns: a keyset in another time zone is compared in UTC
@@ -222,16 +244,6 @@ def _statement(shape: _Shape, *extra: ColumnElement[bool]) -> Executable:
         return parts[0]
     merged = union_all(*(p.subquery().select() for p in parts)).subquery()
     return select(merged).order_by(merged.c.created_at.desc(), merged.c.job_id.desc()).limit(limit)
-
-
-def _named(column: ColumnElement[str], count: int, name: str) -> ColumnElement[bool] | None:
-    """``column`` is the value bound as ``name`` (one named), or one of the list bound as
-    ``name`` (several); None when none is named."""
-    if count == 0:
-        return None
-    if count == 1:  # "=", as a single value was always written: the same plans
-        return column == bindparam(name, type_=column.type)
-    return column.in_(bindparam(name, expanding=True))
 
 
 def recent_failed(conn: Connection, limit: int) -> Sequence[RowMapping]:
