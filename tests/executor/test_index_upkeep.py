@@ -33,7 +33,7 @@ from rota.core.queries.index_upkeep import (
 from rota.executor.reindexer import CheckResult, Reindexer
 from rota.executor.service import Executor
 from tests.support.db_support import migrated_sqlite_url
-from tests.support.executor_support import REPO_ROOT
+from tests.support.executor_support import REPO_ROOT, wait_for
 
 QUEUE_INDEXES = {"ix_jobs_state", "ix_jobs_waiting_created", "ix_jobs_claimable"}
 MIN_PAGES = 50  # the test's bloat is a few hundred pages; production waits for 1,024
@@ -291,8 +291,20 @@ def test_one_rebuilder_at_a_time(pg: Engine) -> None:
     url = libpq_dsn(pg)
     with psycopg.connect(url, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (UPKEEP_LOCK_KEY,))
+        holder = other.info.backend_pid
         assert reindexer(pg).check_once() == CheckResult(locked_out=True)
         assert sizes(pg)["ix_jobs_state"].bloated(min_pages=MIN_PAGES)  # untouched
+
+    # The server ends the session (and its lock) after the client has closed it:
+    # a check at once could still find the lock held.
+    def session_ended() -> bool:
+        with pg.connect() as conn:
+            found = conn.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": holder}
+            ).scalar_one()
+        return int(found) == 0
+
+    wait_for(session_ended, what="the locking session to end")
     assert reindexer(pg).check_once().rebuilt  # the lock ended with its session
 
 
