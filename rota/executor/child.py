@@ -38,16 +38,16 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from rota.core.claimed import ClaimedJob
 from rota.core.config import JobTypeSpec
-from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.storable import storable_text
-from rota.executor import outcomes
 from rota.executor.context import JobContext
 from rota.executor.errors import AmbiguousError, JobCancelled, PermanentError
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.lease import HeldJob
 from rota.executor.output import JOB_LOGGER
 from rota.executor.processes import end_group_guard, fork_group_guard
+from rota.executor.returned import describe, result_ref_of
 
 MAX_MESSAGE_BYTES = 1024 * 1024  # the parent refuses longer messages
 LOG_TEXT_MAX = 16_000
@@ -159,11 +159,11 @@ def run(job: ChildJob, held: HeldJob) -> dict[str, Any]:
         returned = _call(job, ctx)
         if job.mode == "reconcile":
             return {"t": "result", "value": returned is True}
-        return {"t": "result", "value": outcomes.result_ref_of(returned)}
+        return {"t": "result", "value": result_ref_of(returned)}
     except JobCancelled:
         return {"t": "error", "kind": "cancelled"}
     except BaseException as exc:  # any failure of the handler: its job's outcome
-        code, detail = outcomes.describe(exc)
+        code, detail = describe(exc)
         return {"t": "error", "kind": _kind(exc), "code": code, "detail": detail}
 
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
+from rota.core.claimed import ClaimedJob
 from rota.core.queries.jobs_claim import (
-    ClaimedJob,
     ScanStart,
     claim_limited_jobs,
     claim_unkeyed_jobs,

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.claimed import ClaimedJob
 from rota.core.queries.jobs_lease import Swept
 from rota.core.queries.jobs_outcome import Finish
 from rota.core.states import AttemptOutcome, JobState

@@ -35,9 +35,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from rota.core.claimed import Renewal
 from rota.core.database import short_error
 from rota.core.queries.jobs_lease import (
-    Renewal,
     cancel_requested_of_owner,
     renew_leases_if_held,
 )

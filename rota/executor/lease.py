@@ -16,9 +16,8 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rota.core.claimed import ClaimedJob, Renewal
 from rota.core.config import JobTypeSpec
-from rota.core.queries.jobs_claim import ClaimedJob
-from rota.core.queries.jobs_lease import Renewal
 from rota.executor.output import OutputTail
 from rota.executor.processes import kill_process_group
 

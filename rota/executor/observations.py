@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable
 from datetime import timedelta
 
+from rota.core.claimed import ClaimedJob
 from rota.core.metric_deltas import (
     ATTEMPTS_PER_SUCCESS,
     CANCEL_LATENCY,
@@ -22,7 +23,6 @@ from rota.core.metric_deltas import (
     QUEUE_WAIT,
     MetricsRecorder,
 )
-from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.queries.jobs_lease import Swept
 from rota.core.queries.jobs_outcome import Finish
 from rota.core.states import TERMINAL, JobState

@@ -25,25 +25,22 @@ running it again would not change what it returns).
 from __future__ import annotations
 
 import random
-import traceback
 
+from rota.core.claimed import ClaimedJob
 from rota.core.config import Backoff, JobTypeSpec
 from rota.core.database import short_error
-from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.queries.jobs_outcome import Finish
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.storable import (
-    ERROR_CODE_MAX,
     ERROR_DETAIL_MAX,
-    RESULT_REF_MAX,
     storable_text,
 )
 from rota.executor.backoff import retry_delay_seconds
-from rota.executor.errors import AmbiguousError, HandlerError, PermanentError
+from rota.executor.errors import AmbiguousError, PermanentError
+from rota.executor.returned import describe
 
 NEEDS_RECONCILE = "NEEDS_RECONCILE"
 TIMEOUT = "TIMEOUT"
-RESULT_INVALID = "RESULT_INVALID"
 OUTCOME_UNSTORABLE = "OUTCOME_UNSTORABLE"
 EXECUTOR_ERROR = "EXECUTOR_ERROR"
 
@@ -73,45 +70,6 @@ def released(c: ClaimedJob) -> Finish:
         delay_seconds=0.0,
         refund=True,
     )
-
-
-def result_ref_of(returned: object) -> str | None:
-    """What a handler returned, as the job's ``result_ref``; PermanentError if it cannot be one."""
-    if returned is None or returned == "":
-        return None
-    if not isinstance(returned, str):
-        raise PermanentError(
-            RESULT_INVALID,
-            f"the handler returned a {type(returned).__name__}; a handler returns None, or a "
-            "string saying where its result lives (e.g. s3://bucket/key)",
-        )
-    if len(returned) > RESULT_REF_MAX:
-        raise PermanentError(
-            RESULT_INVALID,
-            f"the handler returned {len(returned):,} characters; a result reference holds at "
-            f"most {RESULT_REF_MAX:,}: store the result elsewhere and return where it is. "
-            f"It began: {storable_text(returned, 200)}",
-        )
-    if storable_text(returned, RESULT_REF_MAX) is not returned:
-        raise PermanentError(
-            RESULT_INVALID,
-            "the handler returned a result reference holding NUL or a lone surrogate, which "
-            f"cannot be stored: {storable_text(returned, 200)}",
-        )
-    return returned
-
-
-def describe(exc: BaseException) -> tuple[str, str]:
-    """(code, detail), both storable: the handler's code (else the class name), the traceback."""
-    code = storable_text(exc.code, ERROR_CODE_MAX) if isinstance(exc, HandlerError) else ""
-    if not code:
-        code = storable_text(type(exc).__name__, ERROR_CODE_MAX)
-    try:
-        remote = exc.remote_traceback if isinstance(exc, HandlerError) else None
-        detail = remote or "".join(traceback.format_exception(exc)).strip()
-    except BaseException as why:  # a MemoryError, or an exception hostile to formatting
-        detail = f"{code}: its traceback could not be formatted ({type(why).__name__})"
-    return code, storable_text(detail, ERROR_DETAIL_MAX, keep="middle")
 
 
 def failed(

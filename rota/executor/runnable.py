@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
+from rota.core.claimed import ClaimedJob
 from rota.core.config import JobTypeSpec
 from rota.core.database import short_error
 from rota.core.notifications import NotificationEvent
-from rota.core.queries.jobs_claim import ClaimedJob
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.importable import ImportCheck
 from rota.executor.job_type_cache import JobTypeCache

@@ -32,6 +32,7 @@ from rota.executor.errors import (
 from rota.executor.handlers import HandlerRegistry
 from rota.executor.lease import HeldJob
 from rota.executor.output import OutputTail, capturing
+from rota.executor.returned import result_ref_of
 from rota.runtime.logcontext import job_log_context
 
 JOB_TYPE_UNAVAILABLE = "JOB_TYPE_UNAVAILABLE"
@@ -90,12 +91,12 @@ def _run(  # noqa: C901 - a job's whole run in one try: type missing, reconcile 
             # Imported here: multiprocessing and the child's code serve only these types.
             from rota.executor.isolation import run_isolated
 
-            result_ref = outcomes.result_ref_of(run_isolated(spec.handler, "handler", ctx, held))
+            result_ref = result_ref_of(run_isolated(spec.handler, "handler", ctx, held))
         else:
             assert spec.handler is not None, "a job type has a handler or a command"
             returned = _call(registry.resolve(spec.handler), ctx, held, aio)
             # A handler may return where its result lives (e.g. s3://bucket/key).
-            result_ref = outcomes.result_ref_of(returned)
+            result_ref = result_ref_of(returned)
     except JobCancelled:
         if held.stop is not None:
             return None

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.claimed import ClaimedJob
 from rota.core.states import JobState
 from rota.runtime.events import emit
 from rota.runtime.startstop import BackgroundLoop

@@ -210,7 +210,8 @@ def test_replay_moves_failed_back_and_refuses_anything_else(
 
 
 def test_running_job_shows_progress_and_heartbeat_age(api: httpx.Client, engine: Engine) -> None:
-    from rota.core.queries.jobs_lease import Renewal, renew_leases_if_held
+    from rota.core.claimed import Renewal
+    from rota.core.queries.jobs_lease import renew_leases_if_held
 
     job_id = api.post("/jobs", json={"job_type": "t"}).json()["job_id"]
     (c,) = claim_as(engine, "w1", 1)

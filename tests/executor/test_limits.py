@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import IntegrityError
 
-from rota.core.queries.jobs_claim import ClaimedJob
+from rota.core.claimed import ClaimedJob
 from rota.core.queries.jobs_outcome import Finish, Finished, finish_if_lease_held
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.tables import jobs

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, text, update
 
+from rota.core.claimed import ClaimedJob, Renewal
 from rota.core.config import JobTypeSpec
-from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.queries.jobs_claim_scan import MAX_MERGED_POOLS
 from rota.core.queries.jobs_control import replay_failed, request_cancel
-from rota.core.queries.jobs_lease import Renewal, renew_leases_if_held, sweep_expired_leases
+from rota.core.queries.jobs_lease import renew_leases_if_held, sweep_expired_leases
 from rota.core.queries.jobs_outcome import (
     Finish,
     Finished,

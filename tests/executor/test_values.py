@@ -20,9 +20,9 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import OperationalError
 
+from rota.core.claimed import ClaimedJob
 from rota.core.config import JobTypeSpec
 from rota.core.database import make_engine
-from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.queries.jobs_outcome import Finish
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.storable import (

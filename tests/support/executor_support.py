@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, select
 
+from rota.core.claimed import ClaimedJob
 from rota.core.config import Backoff, JobTypeSpec
 from rota.core.queries.job_types import upsert_job_types
-from rota.core.queries.jobs_claim import ClaimedJob
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.tables import job_attempts, jobs
 from rota.executor.claim import ScanStarts, claim_jobs

@@ -28,6 +28,7 @@ from functools import cache
 
 from sqlalchemy import Connection, TextClause, text
 
+from rota.core.claimed import Renewal
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
 from rota.core.queries.sqlparams import (
@@ -45,17 +46,6 @@ from rota.core.states import LEASED_SQL, TERMINAL, JobState
 from rota.core.storable import PROGRESS_STAGE_MAX, storable_text
 
 SWEEP_BATCH = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Renewal:
-    """One lease to renew, with progress to store (None leaves a field as it is)."""
-
-    job_id: uuid.UUID
-    generation: int
-    stage: str | None = None
-    done: int | None = None
-    total: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
