@@ -1,6 +1,8 @@
-"""An attempt's output end to end with real processes, on both backends: ``rota apply``,
-``rota enqueue``, ``rota executor`` (its default log level), ``rota serve`` read by a
-viewer, and ``rota job ID --output [--attempt N]``.
+"""An attempt's output end to end with real processes, on both backends: ``rota executor``
+(its default log level), ``rota serve`` read by a viewer, and ``rota job ID --output
+[--attempt N]``. ``rota apply`` and ``rota enqueue`` run in the test's process (the same
+``main``), and so do the refusals of bad ``--attempt`` values, which end before any output
+is read.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
+from rota.cli.main import main
 from tests.api.surface import rota_serve
 from tests.support.api_support import rota_cmd
 from tests.support.executor_support import (
@@ -50,22 +53,33 @@ def rota(db_url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def enqueue(db_url: str, cwd: Path, *args: str) -> uuid.UUID:
-    done = rota(db_url, cwd, "enqueue", *args)
-    assert done.returncode == 0, done.stderr
-    return uuid.UUID(done.stdout.strip().split()[-1])
+def in_process(capsys: pytest.CaptureFixture[str], db_url: str, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main([*args, "--db", db_url])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def enqueue(capsys: pytest.CaptureFixture[str], db_url: str, *args: str) -> uuid.UUID:
+    code, out, err = in_process(capsys, db_url, "enqueue", *args)
+    assert code == 0, err
+    return uuid.UUID(out.strip().split()[-1])
 
 
 def test_output_comes_back_from_the_endpoint_and_the_command(
-    db_url: str, engine: Engine, executors: Executors, tmp_path: Path
+    db_url: str,
+    engine: Engine,
+    executors: Executors,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = tmp_path / "schedules.yaml"
     config.write_text(SCHEDULES)
-    applied = rota(db_url, tmp_path, "apply", str(config))
-    assert applied.returncode == 0, applied.stderr
-    command = enqueue(db_url, tmp_path, "nightly.cleanup")
-    says = enqueue(db_url, tmp_path, "report.generate", "--args", '{"word": "hello"}')
-    flaky = enqueue(db_url, tmp_path, "flaky")
+    code, _, err = in_process(capsys, db_url, "apply", str(config))
+    assert code == 0, err
+    command = enqueue(capsys, db_url, "nightly.cleanup")
+    says = enqueue(capsys, db_url, "report.generate", "--args", '{"word": "hello"}')
+    flaky = enqueue(capsys, db_url, "flaky")
     executors.start("--poll-interval", "0.1", ready=True)  # ready: logs at INFO, the default
     for job_id in (command, says, flaky):
         wait_for(state_is(engine, job_id, "SUCCEEDED"), timeout=60, what=f"{job_id} SUCCEEDED")
@@ -102,6 +116,6 @@ def test_output_comes_back_from_the_endpoint_and_the_command(
         (["--output", "--attempt", "x\x01"], "is not an attempt number"),
         (["--attempt", "1"], "--attempt goes with --output"),
     ):
-        refused = rota(db_url, REPO_ROOT, "job", str(flaky), *args)
-        assert refused.returncode == 2, (args, refused.stderr)
-        assert message in refused.stderr and "Traceback" not in refused.stderr
+        code, _, err = in_process(capsys, db_url, "job", str(flaky), *args)
+        assert code == 2, (args, err)
+        assert message in err and "Traceback" not in err
