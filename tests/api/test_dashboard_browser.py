@@ -1,11 +1,11 @@
 """The dashboard in a real headless Chromium (Debian's package), driven by Playwright.
 
-A missing browser is a failure, never a skip: ``.ci/run`` installs ``chromium``.
+A missing browser is a failure, never a skip: ``.ci/run`` installs ``chromium``
+(``tests/api/conftest.py`` launches it, once per worker).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, expect
 from sqlalchemy import Connection, Engine, func, insert, select
 
 from rota.api.failed_counts import FailedCounts
@@ -32,32 +32,8 @@ from tests.support.executor_support import (
     wait_for,
 )
 
-CHROMIUM = os.environ.get("ROTA_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 HOSTILE_DETAIL = '<img src=x onerror="window.__xss = 1">\n</pre><script>window.__xss = 2</script>'
 HOSTILE_ARGS = {"note": "<script>window.__xss = 3</script>", "<b>key</b>": "\u202e\u0000"[:1]}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: install Debian's package (apt-get install -y "
-            "chromium; .ci/run does) or set ROTA_TEST_CHROMIUM. Browser tests never skip."
-        )
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture

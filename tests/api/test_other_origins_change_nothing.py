@@ -24,7 +24,7 @@ from rota.core.queries.schedules import get_schedule, pause_if_active
 from rota.core.tables import jobs, operator_actions
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
-from tests.api.surface import chromium, other_origin, recorded_api
+from tests.api.surface import other_origin, recorded_api
 from tests.support.api_support import fail, running_api
 from tests.support.executor_support import add_jobs, job_row, wait_for
 
@@ -38,12 +38,6 @@ schedules:
     job_type: t
     cron: "0 2 * * *"
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
 
 
 def prepared(engine: Engine) -> tuple[uuid.UUID, uuid.UUID]:

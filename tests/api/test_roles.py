@@ -25,7 +25,7 @@ from rota.core.queries.schedules import get_schedule
 from rota.core.tables import jobs, operator_actions
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
-from tests.api.surface import Served, chromium, rota_serve
+from tests.api.surface import Served, rota_serve
 from tests.support.api_support import fail, running_api
 from tests.support.executor_support import add_jobs, job_row
 
@@ -197,12 +197,6 @@ def test_an_unknown_token_is_401(api: str) -> None:
 def test_without_any_token_everything_is_open_on_loopback(engine: Engine) -> None:
     with running_api(engine) as base:
         assert httpx.get(f"{base}/whoami").json() == {"actor": "anonymous", "role": "admin"}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
 
 
 def test_the_dashboard_hides_the_buttons_a_viewer_cannot_use(

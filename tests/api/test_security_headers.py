@@ -6,25 +6,17 @@ origin cannot frame the dashboard, with or without a token.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from playwright.sync_api import Browser
 from sqlalchemy import Engine
 
-from tests.api.surface import chromium, other_origin
+from tests.api.surface import other_origin
 from tests.support.api_support import running_api
 from tests.support.executor_support import job_type, store_types, wait_for
 
 TOKEN = "s3cret-token"
 PAGE_HEADERS = ("content-security-policy", "x-frame-options", "referrer-policy")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
 
 
 def assert_page_headers(r: httpx.Response, csp: str) -> None:

@@ -12,18 +12,11 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import Engine
 
-from tests.api.surface import chromium
 from tests.support.api_support import running_api
 from tests.support.executor_support import job_type, store_types
 
 LATIN_1 = "pässwörd-ça-va"  # every character fits in one Latin-1 byte
 BEYOND = "пароль-密码-🔑-ä"  # no Latin-1 form at all
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture
