@@ -46,12 +46,25 @@ def admin_connection(libpq_url: str) -> psycopg.Connection[tuple[object, ...]]:
     return psycopg.connect(libpq_url, autocommit=True)
 
 
+def create_clone_sql(
+    conn: psycopg.Connection[tuple[object, ...]], name: str, template: str
+) -> str:
+    """CREATE DATABASE ``name`` as a copy of ``template``. From PostgreSQL 15 on, a copy
+    of the files (``STRATEGY FILE_COPY``): about half the server's CPU of the default,
+    which writes every block of a small template through the WAL; its checkpoints cost
+    little on the test servers, which run with ``fsync=off``."""
+    sql = f'CREATE DATABASE "{name}" TEMPLATE "{template}"'
+    if conn.info.server_version >= 150000:
+        sql += " STRATEGY FILE_COPY"
+    return sql
+
+
 @contextmanager
 def cloned_pg_database(pg_admin_url: str, pg_template: str) -> Iterator[str]:
     """A fresh migrated PostgreSQL database (a clone of the template), dropped afterwards."""
     name = f"rota_t_{uuid.uuid4().hex[:16]}"
     with admin_connection(pg_admin_url) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+        conn.execute(create_clone_sql(conn, name, pg_template))
     try:
         yield sqlalchemy_url(pg_admin_url, name)
     finally:
@@ -114,7 +127,7 @@ class PgClones:
             while not self._closing.is_set():
                 name = f"rota_t_{uuid.uuid4().hex[:16]}"
                 try:
-                    conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+                    conn.execute(create_clone_sql(conn, name, self.template))
                 except BaseException as exc:
                     self._ready.put(exc)
                     return
