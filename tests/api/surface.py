@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 
 from rota.api import create_app
 from rota.api.server import BackgroundServer, bind
+from tests.support import loopback
 from tests.support.api_support import rota_cmd, wait_healthy
 from tests.support.executor_support import subprocess_env, wait_for
 
@@ -212,7 +213,7 @@ def wait_healthy_any_host(served: Served) -> None:
         if served.proc.poll() is not None:
             raise AssertionError(f"rota serve exited {served.proc.returncode}")
         try:
-            httpx.get(f"{served.base}/healthz", timeout=1.0)
+            loopback.get(f"{served.base}/healthz", timeout=1.0)
         except httpx.TransportError:
             return False
         return True

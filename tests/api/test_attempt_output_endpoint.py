@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from rota.api.outputs import DROPPED_HEADER
 from rota.api.problems import PROBLEM_JSON
 from rota.core.config import JobTypeSpec
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import (
     FAST_RETRY,
@@ -36,7 +37,7 @@ FLAKY = job_type("flaky", handler="tests.handlers.output:fails_first", backoff=F
 @pytest.fixture
 def api(engine: Engine) -> Iterator[httpx.Client]:
     store_types(engine, COMMAND, SAYS, FLAKY)
-    with running_api(engine) as base, httpx.Client(base_url=base, timeout=10) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base, timeout=10) as client:
         yield client
 
 

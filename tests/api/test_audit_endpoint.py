@@ -25,6 +25,7 @@ from rota.operations.jobs import bulk_cancel
 from rota.operations.schedules import pause, resume
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import add_jobs, job_type, store_types
 
@@ -45,7 +46,7 @@ def api(engine: Engine) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with (
         running_api(engine, token=TOKEN) as base,
-        httpx.Client(base_url=base, timeout=10, headers=headers) as client,
+        loopback.Client(base_url=base, timeout=10, headers=headers) as client,
     ):
         yield client
 
@@ -160,4 +161,4 @@ def test_hostile_parameters_are_422_problems(
 
 def test_the_audit_needs_the_token(engine: Engine) -> None:
     with running_api(engine, token=TOKEN) as base:
-        assert httpx.get(f"{base}/audit", timeout=10).status_code == 401
+        assert loopback.get(f"{base}/audit", timeout=10).status_code == 401

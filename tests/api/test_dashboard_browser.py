@@ -21,6 +21,7 @@ from rota.core.queries.jobs_gauges import StateCount, failed_by_type
 from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.tables import job_attempt_output, job_attempts
+from tests.support import loopback
 from tests.support.api_support import ManualClock, fail, failed_jobs_of_a_type, running_api
 from tests.support.executor_support import (
     add_jobs,
@@ -68,7 +69,7 @@ def failed_job(engine: Engine, client: httpx.Client) -> str:
 
 def test_the_page_shows_jobs_and_replays_a_failed_one(engine: Engine, page: Page) -> None:
     store_types(engine, job_type("t"))
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         failed = failed_job(engine, client)
         page.goto(base + "/")
         expect(page).to_have_title("rota")
@@ -156,7 +157,7 @@ def test_a_schedule_page_shows_its_skip_ledger_and_pause_works(engine: Engine, p
     with engine.begin() as conn:
         now = database_now(conn)
         record_skips(conn, [SkipRecord("<i>nightly</i>", SkipReason.MISFIRE, now, now, 4)])
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         page.goto(base + "/#/schedules")
         row = page.locator("#schedules tr", has_text="<i>nightly</i>")
         expect(row).to_contain_text("misfire 4")
@@ -348,7 +349,7 @@ def test_a_job_page_separates_runs_and_shows_each_error_with_its_attempt(
     store_types(engine, job_type("t", max_attempts=1))
     (job,) = add_jobs(engine, job_type("t", max_attempts=1))
     finish_claimed(engine, 1, JobState.FAILED, "UPSTREAM_DOWN", "first run's traceback")
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         assert client.post(f"/jobs/{job}/replay", json={"reason": "retry"}).status_code == 200
         finish_claimed(engine, 1, JobState.FAILED, "STILL_DOWN", "second traceback")
         page.goto(f"{base}/#/jobs/{job}")
@@ -402,7 +403,7 @@ def test_a_job_page_shows_each_attempts_own_output_across_replays(
     (job,) = add_jobs(engine, job_type("t", max_attempts=1))
     finish_claimed(engine, 1, JobState.FAILED, "UPSTREAM_DOWN", "first")
     _keep_output(engine, job, "run one says\n<script>window.__xss = 4</script>\n")
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         assert client.post(f"/jobs/{job}/replay", json={"reason": "retry"}).status_code == 200
         finish_claimed(engine, 1, JobState.SUCCEEDED, None, "")
         _keep_output(engine, job, "run two says done\n")
@@ -436,7 +437,7 @@ def test_schedules_show_the_pause_reason_local_time_and_no_countdown_when_paused
         "  utc-hourly: {job_type: t, cron: '0 * * * *'}\n"
     )
     apply_schedule_file(engine, load_schedule_text(text, "s.yaml"))
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         berlin = client.get("/schedules/berlin").json()
         next_utc = datetime.fromisoformat(berlin["next_fire_at"])
         local = next_utc.astimezone(ZoneInfo("Europe/Berlin")).strftime("%Y-%m-%d %H:%M:%S")

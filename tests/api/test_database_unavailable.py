@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import socket
 
-import httpx
-
 from rota.core.database import make_engine
+from tests.support import loopback
 from tests.support.api_support import running_api
 
 
@@ -23,7 +22,7 @@ def test_a_request_without_a_database_is_a_503_that_names_no_address() -> None:
     engine = make_engine(f"postgresql+psycopg://rota@127.0.0.1:{port}/rota?connect_timeout=2")
     try:
         with running_api(engine) as base:
-            r = httpx.get(f"{base}/jobs", timeout=30)
+            r = loopback.get(f"{base}/jobs", timeout=30)
     finally:
         engine.dispose()
     assert r.status_code == 503, r.text

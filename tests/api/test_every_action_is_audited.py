@@ -22,6 +22,7 @@ from rota.cli.main import main
 from rota.core.tables import operator_actions
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support import loopback
 from tests.support.api_support import fail, running_api
 from tests.support.executor_support import job_row, job_type, store_types
 
@@ -44,7 +45,7 @@ def api(engine: Engine) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with (
         running_api(engine, token=TOKEN) as base,
-        httpx.Client(base_url=base, timeout=10, headers=headers) as client,
+        loopback.Client(base_url=base, timeout=10, headers=headers) as client,
     ):
         yield client
 

@@ -21,6 +21,7 @@ from rota.api.dashboard import dashboard_data
 from rota.api.failed_counts import FailedCounts
 from rota.core.queries.jobs_gauges import StateCount, failed_at_most, failed_by_type
 from rota.core.tables import jobs
+from tests.support import loopback
 from tests.support.api_support import ManualClock, fail, failed_jobs_of_a_type, running_api
 from tests.support.executor_support import add_jobs, job_type, store_types
 
@@ -226,7 +227,7 @@ AGE = ("rota_failed_count_age_seconds", ())
 
 def test_metrics_report_the_failed_count_and_its_age(engine: Engine) -> None:
     spec = failed_jobs_of_a_type(engine, 2)
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         for expected in (2, 3):  # below the cap: counted at each scrape
             by_name = scrape(client)
             assert by_name[FAILED_T] == expected
@@ -243,7 +244,7 @@ def test_past_the_cap_metrics_carry_the_kept_count_until_a_replay_here(engine: E
     counts = FailedCounts(
         clock=clock, exact_up_to=1, cost_factor=1000.0, count=TimedCount(clock, 1.0)
     )
-    with running_api(engine, failed_counts=counts) as base, httpx.Client(base_url=base) as c:
+    with running_api(engine, failed_counts=counts) as base, loopback.Client(base_url=base) as c:
         assert scrape(c)[FAILED_T] == 3
         fail(engine, add_jobs(engine, spec, 1))
         clock.now += 5.0

@@ -10,7 +10,6 @@ import json
 import subprocess
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 from prometheus_client.samples import Sample
 from sqlalchemy import Engine, select
@@ -27,6 +26,7 @@ from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.scheduler.service import SchedulerService
 from tests.api.test_metrics import samples, value
 from tests.deploy.kit import tool
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import add_jobs, job_row, job_type, store_types, wait_for
 
@@ -62,7 +62,7 @@ def _ended(engine: Engine, name: str) -> list[tuple[str, datetime]]:
 
 
 def _scrape(engine: Engine) -> list[Sample]:
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         return samples(client.get("/metrics").text)
 
 
@@ -110,7 +110,7 @@ def test_schedule_health_after_real_runs(
 
         wait_for(all_ended, what="every occurrence ended")
         wait_for(lambda: job_row(engine, slow_id)["state"] == "RUNNING", what="slow running")
-        with running_api(engine) as base, httpx.Client(base_url=base) as client:
+        with running_api(engine) as base, loopback.Client(base_url=base) as client:
             text = client.get("/metrics").text
         _promtool_accepts(text)
         s = samples(text)
@@ -145,7 +145,7 @@ def test_schedule_health_after_real_runs(
         assert value(s, "rota_handler_unavailable", job_type="health.ok") == 0
 
         # The same facts for the dashboard.
-        with running_api(engine) as base, httpx.Client(base_url=base) as client:
+        with running_api(engine) as base, loopback.Client(base_url=base) as client:
             listed = {d["name"]: d for d in client.get("/schedules").json()["schedules"]}
             one = client.get("/schedules/breaks").json()
         assert listed["works"]["last_success"] is not None

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 
 from rota.api.problems import PROBLEM_JSON
 from tests.api.surface import rota_serve, serve_refused
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.db_support import migrated_sqlite_url
 from tests.support.executor_support import job_type, store_types
@@ -47,7 +48,7 @@ def misdirected(r: httpx.Response) -> None:
 def test_a_foreign_host_is_refused_on_every_route(engine: Engine, token: str | None) -> None:
     store_types(engine, job_type("t"))
     auth = {"Authorization": f"Bearer {TOKEN}"} if token else {}
-    with running_api(engine, token=token) as base, httpx.Client(base_url=base, timeout=10) as c:
+    with running_api(engine, token=token) as base, loopback.Client(base_url=base, timeout=10) as c:
         port = base.rsplit(":", 1)[1]
         for host in (
             "evil.example",
@@ -79,13 +80,13 @@ def test_a_request_without_host_is_refused(engine: Engine) -> None:
 def test_allowed_hosts_name_what_a_loopback_serve_answers_for(tmp_path: Path) -> None:
     db = migrated_sqlite_url(tmp_path / "rota.db")
     names = ("--allowed-host", "rota.test,Ops.Example", "--allowed-host", "third.test")
-    with rota_serve(db, tmp_path, *names) as s, httpx.Client(base_url=s.base) as c:
+    with rota_serve(db, tmp_path, *names) as s, loopback.Client(base_url=s.base) as c:
         for host in ("rota.test", f"ops.example:{s.port}", "third.test:1", f"127.0.0.1:{s.port}"):
             assert c.get("/jobs", headers={"Host": host}).status_code == 200, host
         misdirected(c.get("/jobs", headers={"Host": "evil.example"}))
     with rota_serve(db, tmp_path, env={"ROTA_ALLOWED_HOSTS": "rota.test, ops.example"}) as s:
-        assert httpx.get(f"{s.base}/jobs", headers={"Host": "ops.example"}).status_code == 200
-        misdirected(httpx.get(f"{s.base}/jobs", headers={"Host": "evil.example"}))
+        assert loopback.get(f"{s.base}/jobs", headers={"Host": "ops.example"}).status_code == 200
+        misdirected(loopback.get(f"{s.base}/jobs", headers={"Host": "evil.example"}))
 
 
 def test_a_wildcard_bind_with_a_token_answers_any_host(tmp_path: Path) -> None:
@@ -95,15 +96,17 @@ def test_a_wildcard_bind_with_a_token_answers_any_host(tmp_path: Path) -> None:
     env = {"ROTA_API_TOKEN": TOKEN}
     with (
         rota_serve(db, tmp_path, "--host", "0.0.0.0", env=env) as s,
-        httpx.Client(base_url=s.base) as c,
+        loopback.Client(base_url=s.base) as c,
     ):
         r = c.get("/jobs", headers={"Host": "evil.example"})
         assert r.status_code == 401 and "jobs" not in r.json()
         assert c.get("/jobs", headers={"Host": "rota.internal", **auth}).status_code == 200
         assert c.get("/healthz", headers={"Host": "10.1.2.3:8080"}).status_code == 200
     with rota_serve(db, tmp_path, "--host", "0.0.0.0", "--allowed-host", "rota.test", env=env) as s:
-        misdirected(httpx.get(f"{s.base}/jobs", headers={"Host": "evil.example", **auth}))
-        assert httpx.get(f"{s.base}/jobs", headers={"Host": "rota.test", **auth}).status_code == 200
+        misdirected(loopback.get(f"{s.base}/jobs", headers={"Host": "evil.example", **auth}))
+        assert (
+            loopback.get(f"{s.base}/jobs", headers={"Host": "rota.test", **auth}).status_code == 200
+        )
 
 
 @pytest.mark.parametrize(
@@ -134,8 +137,8 @@ def test_rota_run_takes_allowed_hosts(tmp_path: Path) -> None:
         m = wait_for(lambda: ADDRESS.search(out.text()), timeout=60, what="rota run to serve")
         base = f"http://127.0.0.1:{m.group(1)}"
         wait_for(lambda: _answers(base), timeout=30, what="the API")
-        assert httpx.get(f"{base}/jobs", headers={"Host": "rota.test"}).status_code == 200
-        misdirected(httpx.get(f"{base}/jobs", headers={"Host": "evil.example"}))
+        assert loopback.get(f"{base}/jobs", headers={"Host": "rota.test"}).status_code == 200
+        misdirected(loopback.get(f"{base}/jobs", headers={"Host": "evil.example"}))
     finally:
         proc.terminate()
         proc.wait(30)
@@ -143,7 +146,7 @@ def test_rota_run_takes_allowed_hosts(tmp_path: Path) -> None:
 
 def _answers(base: str) -> bool:
     try:
-        httpx.get(f"{base}/healthz", timeout=1)
+        loopback.get(f"{base}/healthz", timeout=1)
     except httpx.TransportError:
         return False
     return True

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
+from tests.support import loopback
 from tests.support.api_support import running_api
 
 
@@ -53,7 +54,7 @@ NUL = "a\x00b"
 
 @pytest.fixture
 def api(engine: Engine) -> Iterator[httpx.Client]:
-    with running_api(engine) as base, httpx.Client(base_url=base, timeout=30) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base, timeout=30) as client:
         yield client
 
 

@@ -20,6 +20,7 @@ from rota.core.states import AttemptOutcome, JobState
 from rota.core.tables import jobs
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import claim_as, job_type, store_types
 
@@ -40,7 +41,7 @@ schedules:
 @pytest.fixture
 def api(engine: Engine) -> Iterator[httpx.Client]:
     store_types(engine, job_type("t"), job_type("other"))
-    with running_api(engine) as base, httpx.Client(base_url=base, timeout=10) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base, timeout=10) as client:
         yield client
 
 
@@ -293,8 +294,8 @@ def test_readyz_is_503_on_an_unmigrated_database(empty_db_url: str) -> None:
     engine = make_engine(empty_db_url)
     try:
         with running_api(engine) as base:
-            assert httpx.get(f"{base}/healthz").status_code == 200
-            r = httpx.get(f"{base}/readyz")
+            assert loopback.get(f"{base}/healthz").status_code == 200
+            r = loopback.get(f"{base}/readyz")
             assert r.status_code == 503
             assert r.headers["content-type"] == PROBLEM_JSON
             assert "rota migrate" in r.json()["detail"]
@@ -316,7 +317,7 @@ def test_readyz_is_503_while_the_statements_functions_are_missing(fresh_pg_url: 
         with engine.begin() as conn:
             conn.execute(text(f"DROP FUNCTION {SUCCEED.name}"))
         with running_api(engine) as base:
-            r = httpx.get(f"{base}/readyz")
+            r = loopback.get(f"{base}/readyz")
             assert r.status_code == 503
             assert SUCCEED.name in r.json()["detail"]
             assert "rota migrate" in r.json()["detail"]
@@ -332,7 +333,7 @@ def test_an_unreachable_database_is_503_without_the_password() -> None:
         port = probe.getsockname()[1]
     engine = make_engine(f"postgresql+psycopg://rota:hunter2@127.0.0.1:{port}/rota")
     try:
-        with running_api(engine) as base, httpx.Client(base_url=base) as client:
+        with running_api(engine) as base, loopback.Client(base_url=base) as client:
             assert client.get("/healthz").status_code == 200
             for path in ("/readyz", "/jobs", "/metrics", "/dashboard/data"):
                 r = client.get(path)
@@ -348,7 +349,7 @@ def test_an_unreachable_database_is_503_without_the_password() -> None:
 def test_token_is_required_everywhere_but_the_probes(engine: Engine) -> None:
     store_types(engine, job_type("t"))
     token = "s3cret-token"
-    with running_api(engine, token=token) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine, token=token) as base, loopback.Client(base_url=base) as client:
         for method, path in (
             ("GET", "/jobs"),
             ("POST", "/jobs"),

@@ -20,6 +20,7 @@ from rota.core.queries.jobs_read import JobFilter
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.tables import operator_actions
 from rota.operations.jobs import bulk_cancel
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import add_jobs, claim_as, job_type, states, store_types
 
@@ -29,7 +30,7 @@ JSON = {"Content-Type": "application/json"}
 @pytest.fixture
 def api(engine: Engine) -> Iterator[httpx.Client]:
     store_types(engine, job_type("t"), job_type("other"))
-    with running_api(engine) as base, httpx.Client(base_url=base, timeout=30) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base, timeout=30) as client:
         yield client
 
 

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from rota.cli.main import main
 from rota.scheduler.deadlines import SETTLE
 from rota.scheduler.service import SchedulerService
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.scheduler_helpers import MIN, T0, apply_specs, spec
 
@@ -44,7 +45,7 @@ def api(engine: Engine, missed: None) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with (
         running_api(engine, token=TOKEN) as base,
-        httpx.Client(base_url=base, timeout=10, headers=headers) as client,
+        loopback.Client(base_url=base, timeout=10, headers=headers) as client,
     ):
         yield client
 

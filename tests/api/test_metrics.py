@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -26,6 +25,7 @@ from rota.runtime.metrics_flush import MetricsFlusher
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from rota.scheduler.service import SchedulerService
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import (
     add_jobs,
@@ -115,7 +115,7 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
         (claimed,) = claim_as(engine, "gone-worker", 1)
         assert claimed.job_id == dead_id
         time.sleep(0.5)
-        with running_api(engine) as base, httpx.Client(base_url=base) as client:
+        with running_api(engine) as base, loopback.Client(base_url=base) as client:
             before = samples(client.get("/metrics").text)
             assert value(before, "rota_stuck_running_jobs", pool="default") == 1
             assert value(before, "rota_jobs", state="RUNNING", job_type="dead", pool="default") == 1
@@ -144,8 +144,8 @@ def test_metrics_count_known_jobs(engine: Engine) -> None:
     with (
         running_api(engine) as one,
         running_api(engine) as two,
-        httpx.Client(base_url=one) as a,
-        httpx.Client(base_url=two) as b,
+        loopback.Client(base_url=one) as a,
+        loopback.Client(base_url=two) as b,
     ):
         response = a.get("/metrics")
         text_b = b.get("/metrics").text
@@ -230,7 +230,7 @@ def test_a_failed_flush_keeps_its_deltas(engine: Engine, tmp_path: Path) -> None
     flusher = MetricsFlusher(engine, recorder)
     assert flusher.flush_once() == 1
     assert flusher.flush_once() == 0
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         s = samples(client.get("/metrics").text)
     assert value(s, "rota_queue_wait_seconds_count", job_type="t") == 2
     assert value(s, "rota_queue_wait_seconds_bucket", job_type="t", le="0.25") == 2
@@ -248,7 +248,7 @@ def test_observations_made_in_other_transactions_count_once(engine: Engine) -> N
     with engine.begin() as conn:
         record_skips(conn, [SkipRecord("skipper", SkipReason.OVERLAP, now, now, 2)])
         conn.rollback()  # a rolled-back transaction counts nothing
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
 
         def skipped() -> float:
             s = samples(client.get("/metrics").text)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -30,6 +29,7 @@ from schemathesis.checks import (
 from schemathesis.core.result import Ok
 from sqlalchemy import Engine
 
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import job_type, store_types
 
@@ -54,7 +54,7 @@ def base(engine: Engine) -> Iterator[str]:
 
 @pytest.fixture
 def doc(base: str) -> dict[str, Any]:
-    r = httpx.get(f"{base}/openapi.json", headers=AUTH)
+    r = loopback.get(f"{base}/openapi.json", headers=AUTH)
     assert r.status_code == 200
     document: dict[str, Any] = r.json()
     return document
@@ -161,27 +161,27 @@ def test_errors_are_problems_and_every_operation_says_what_the_gate_answers(
 def test_options_lists_every_method_of_the_path(base: str, doc: dict[str, Any]) -> None:
     for path, operations in doc["paths"].items():
         documented = {m.upper() for m in operations}
-        r = httpx.options(f"{base}{concrete(path)}", headers=AUTH)
+        r = loopback.options(f"{base}{concrete(path)}", headers=AUTH)
         assert r.status_code == 204, path
         allowed = {m.strip() for m in r.headers["allow"].split(",")}
         assert documented <= allowed, (path, allowed)
         assert "OPTIONS" in allowed
         assert ("HEAD" in allowed) == ("GET" in allowed), path
-    allow = httpx.options(f"{base}/jobs", headers=AUTH).headers["allow"]
+    allow = loopback.options(f"{base}/jobs", headers=AUTH).headers["allow"]
     assert allow == "GET, HEAD, OPTIONS, POST"
 
 
 def test_a_method_no_route_takes_is_405_with_the_paths_allow(base: str) -> None:
-    r = httpx.delete(f"{base}/jobs", headers=AUTH)
+    r = loopback.delete(f"{base}/jobs", headers=AUTH)
     assert r.status_code == 405
     assert r.headers["content-type"] == "application/problem+json"
     assert r.headers["allow"] == "GET, HEAD, OPTIONS, POST"
-    r = httpx.put(f"{base}/healthz", headers=AUTH)
+    r = loopback.put(f"{base}/healthz", headers=AUTH)
     assert (r.status_code, r.headers["allow"]) == (405, "GET, HEAD, OPTIONS")
 
 
 def test_head_answers_like_get_without_a_body(base: str, doc: dict[str, Any]) -> None:
-    head = httpx.head(f"{base}/healthz")  # no token: an open path
+    head = loopback.head(f"{base}/healthz")  # no token: an open path
     assert head.status_code == 200
     assert head.content == b""
     assert head.headers["content-type"] == "application/json"
@@ -189,7 +189,7 @@ def test_head_answers_like_get_without_a_body(base: str, doc: dict[str, Any]) ->
         if "get" not in operations:
             continue
         url = f"{base}{concrete(path)}"
-        get, head = httpx.get(url, headers=AUTH), httpx.head(url, headers=AUTH)
+        get, head = loopback.get(url, headers=AUTH), loopback.head(url, headers=AUTH)
         assert head.status_code == get.status_code, path
         assert head.content == b"", path
         assert head.headers["content-type"] == get.headers["content-type"], path

@@ -18,6 +18,7 @@ from sqlalchemy import Engine, select
 from rota.core.tables import operator_actions
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support import loopback
 from tests.support.api_support import fail, running_api
 from tests.support.executor_support import job_type, store_types
 
@@ -39,7 +40,7 @@ def api(engine: Engine) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with (
         running_api(engine, token=TOKEN) as base,
-        httpx.Client(base_url=base, timeout=10, headers=headers) as client,
+        loopback.Client(base_url=base, timeout=10, headers=headers) as client,
     ):
         yield client
 
@@ -107,7 +108,7 @@ def test_api_pause_resume_and_trigger_name_the_actor(
 
 def test_without_a_token_the_actor_is_anonymous(engine: Engine) -> None:
     store_types(engine, job_type("t"))
-    with running_api(engine) as base, httpx.Client(base_url=base, timeout=10) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base, timeout=10) as client:
         job = client.post("/jobs", json={"job_type": "t"}).json()["job_id"]
         assert client.post(f"/jobs/{job}/cancel").status_code == 200
     assert recorded(engine) == [("cancel", job, None, "anonymous")]

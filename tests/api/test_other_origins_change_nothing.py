@@ -25,6 +25,7 @@ from rota.core.tables import jobs, operator_actions
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from tests.api.surface import other_origin, recorded_api
+from tests.support import loopback
 from tests.support.api_support import fail, running_api
 from tests.support.executor_support import add_jobs, job_row, wait_for
 
@@ -131,7 +132,7 @@ def test_a_page_on_another_origin_changes_nothing(
 @pytest.fixture
 def target(engine: Engine) -> Iterator[tuple[httpx.Client, uuid.UUID]]:
     queued, _ = prepared(engine)
-    with running_api(engine) as base, httpx.Client(base_url=base, timeout=10) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base, timeout=10) as client:
         yield client, queued
 
 
@@ -251,7 +252,7 @@ def test_a_token_does_not_make_another_origin_welcome(engine: Engine) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with (
         running_api(engine, token=TOKEN) as base,
-        httpx.Client(base_url=base, timeout=10, headers=auth) as client,
+        loopback.Client(base_url=base, timeout=10, headers=auth) as client,
     ):
         for headers in (
             {"Origin": "http://evil.example", "X-Rota-Request": "1"},

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, make_url, text
 
 from rota.api.problems import PROBLEM_JSON
 from rota.core.database import make_engine
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.db_support import sqlalchemy_url
 
@@ -28,7 +29,7 @@ def free_port() -> int:
 
 def readyz(engine: Engine, token: str | None = None) -> httpx.Response:
     with running_api(engine, token=token) as base:
-        return httpx.get(f"{base}/readyz", timeout=30)
+        return loopback.get(f"{base}/readyz", timeout=30)
 
 
 def unreachable_urls(tmp_path: Path, pg_admin_url: str) -> list[tuple[str, list[str]]]:

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 from sqlalchemy import Engine, func, select
@@ -26,6 +25,7 @@ from rota.core.tables import jobs, operator_actions
 from rota.scheduler.apply import apply_schedule_file
 from rota.scheduler.schedule_file.loader import load_schedule_text
 from tests.api.surface import Served, rota_serve
+from tests.support import loopback
 from tests.support.api_support import fail, running_api
 from tests.support.executor_support import add_jobs, job_row
 
@@ -136,7 +136,7 @@ def reads(queued: uuid.UUID) -> list[str]:
 def test_a_viewer_reads_and_is_refused_every_action(served: Served, engine: Engine) -> None:
     queued, failed = two_jobs(engine)
     before = snapshot(engine)
-    with httpx.Client(base_url=served.base, headers=as_("vera"), timeout=10) as c:
+    with loopback.Client(base_url=served.base, headers=as_("vera"), timeout=10) as c:
         for path in reads(queued):
             assert c.get(path).status_code == 200, path
         assert c.get("/whoami").json() == {"actor": "vera", "role": "viewer"}
@@ -154,7 +154,7 @@ def test_a_viewer_reads_and_is_refused_every_action(served: Served, engine: Engi
 
 def test_an_operator_acts_and_is_refused_what_is_not_listed(api: str, engine: Engine) -> None:
     queued, failed = two_jobs(engine)
-    with httpx.Client(base_url=api, headers=as_("otto"), timeout=10) as c:
+    with loopback.Client(base_url=api, headers=as_("otto"), timeout=10) as c:
         assert c.get("/whoami").json() == {"actor": "otto", "role": "operator"}
         for path in reads(queued):
             assert c.get(path).status_code == 200, path
@@ -173,7 +173,7 @@ def test_an_operator_acts_and_is_refused_what_is_not_listed(api: str, engine: En
 @pytest.mark.parametrize("name", ["ada", "default"])
 def test_an_admin_does_everything(api: str, engine: Engine, name: str) -> None:
     queued, failed = two_jobs(engine)
-    with httpx.Client(base_url=api, headers=as_(name), timeout=10) as c:
+    with loopback.Client(base_url=api, headers=as_(name), timeout=10) as c:
         assert c.get("/whoami").json() == {"actor": name, "role": "admin"}
         for path in reads(queued):
             assert c.get(path).status_code == 200, path
@@ -190,13 +190,13 @@ def test_an_admin_does_everything(api: str, engine: Engine, name: str) -> None:
 def test_an_unknown_token_is_401(api: str) -> None:
     hashed = f"Bearer {sha256('v-token-1')}"  # the hash is no token
     for headers in ({}, {"Authorization": "Bearer nobody"}, {"Authorization": hashed}):
-        r = httpx.get(f"{api}/jobs", headers=headers)
+        r = loopback.get(f"{api}/jobs", headers=headers)
         assert r.status_code == 401 and r.headers["content-type"] == PROBLEM_JSON
 
 
 def test_without_any_token_everything_is_open_on_loopback(engine: Engine) -> None:
     with running_api(engine) as base:
-        assert httpx.get(f"{base}/whoami").json() == {"actor": "anonymous", "role": "admin"}
+        assert loopback.get(f"{base}/whoami").json() == {"actor": "anonymous", "role": "admin"}
 
 
 def test_the_dashboard_hides_the_buttons_a_viewer_cannot_use(

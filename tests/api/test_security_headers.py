@@ -12,6 +12,7 @@ from playwright.sync_api import Browser
 from sqlalchemy import Engine
 
 from tests.api.surface import other_origin
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import job_type, store_types, wait_for
 
@@ -31,15 +32,15 @@ def assert_page_headers(r: httpx.Response, csp: str) -> None:
 def test_the_401_page_carries_the_page_s_security_headers(engine: Engine) -> None:
     html = {"Accept": "text/html"}
     with running_api(engine) as base:
-        open_page = httpx.get(f"{base}/", headers=html)
+        open_page = loopback.get(f"{base}/", headers=html)
     assert open_page.status_code == 200
     csp = open_page.headers["content-security-policy"]
     assert_page_headers(open_page, csp)
     with running_api(engine, token=TOKEN) as base:
-        asked = httpx.get(f"{base}/", headers=html)
+        asked = loopback.get(f"{base}/", headers=html)
         assert asked.status_code == 401 and 'id="login"' in asked.text
         assert_page_headers(asked, csp)
-        shown = httpx.get(f"{base}/", headers={**html, "Authorization": f"Bearer {TOKEN}"})
+        shown = loopback.get(f"{base}/", headers={**html, "Authorization": f"Bearer {TOKEN}"})
         assert shown.status_code == 200
         assert_page_headers(shown, csp)
 
@@ -48,7 +49,7 @@ def test_every_answer_says_nosniff(engine: Engine) -> None:
     store_types(engine, job_type("t"))
     for token in (None, TOKEN):
         auth = {"Authorization": f"Bearer {TOKEN}"} if token else {}
-        with running_api(engine, token=token) as base, httpx.Client(base_url=base) as c:
+        with running_api(engine, token=token) as base, loopback.Client(base_url=base) as c:
             answers = [
                 c.get("/healthz"),
                 c.get("/readyz"),

@@ -7,11 +7,11 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import Engine
 
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import job_type, store_types
 
@@ -49,7 +49,7 @@ def test_a_non_ascii_token_typed_into_the_dashboard_works(
 
 @pytest.mark.parametrize("token", [LATIN_1, BEYOND, "plain-ascii"])
 def test_a_token_compares_as_utf_8_from_any_client(engine: Engine, token: str) -> None:
-    with running_api(engine, token=token) as base, httpx.Client(base_url=base) as c:
+    with running_api(engine, token=token) as base, loopback.Client(base_url=base) as c:
         raw = b"Bearer " + token.encode("utf-8")  # curl -H 'Authorization: Bearer ...'
         assert c.get("/jobs", headers={b"Authorization": raw}).status_code == 200
         if token.isascii() or all(ord(ch) < 256 for ch in token):  # urllib, a browser

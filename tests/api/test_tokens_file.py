@@ -13,6 +13,7 @@ import pytest
 from rota.cli.commands.serve import access_for
 from rota.cli.common import UserError
 from tests.api.surface import serve_refused
+from tests.support import loopback
 from tests.support.api_support import rota_cmd
 from tests.support.db_support import migrated_sqlite_url
 from tests.support.executor_support import subprocess_env
@@ -127,9 +128,7 @@ def test_a_tokens_file_lets_serve_bind_beyond_loopback(tmp_path: Path) -> None:
     db = migrated_sqlite_url(tmp_path / "rota.db")
     env = {"ROTA_API_TOKENS_FILE": str(path)}
     with rota_serve(db, tmp_path, "--host", "0.0.0.0", env=env) as s:
-        import httpx
-
-        r = httpx.get(f"{s.base}/jobs", headers={"Authorization": "Bearer alice's token"})
+        r = loopback.get(f"{s.base}/jobs", headers={"Authorization": "Bearer alice's token"})
         assert r.status_code == 200
     assert A not in s.out.text()
 

@@ -17,13 +17,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import Engine, select, update
 
 from rota.cli.main import main
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
 from rota.core.tables import jobs, operator_actions
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import job_row, job_type, states
 
@@ -157,7 +157,7 @@ def test_each_command_records_who_what_and_why_and_rota_audit_lists_them(
 
     # The same rows, over HTTP.
     with running_api(engine) as base:
-        answer = httpx.get(f"{base}/audit", timeout=10).json()
+        answer = loopback.get(f"{base}/audit", timeout=10).json()
     assert summary(answer["actions"]) == got
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support import loopback
 from tests.support.api_support import rota_cmd, wait_healthy
 from tests.support.db_support import migrated_sqlite_url
 from tests.support.executor_support import REPO_ROOT, subprocess_env, wait_for
@@ -109,7 +110,7 @@ def test_serve_with_a_token_on_any_address(db_url: str, tmp_path: Path) -> None:
     with process(args, env, tmp_path) as (proc, out):
         base = f"http://127.0.0.1:{port_of(out, proc)}"
         wait_healthy(base, proc=proc)
-        with httpx.Client(base_url=base) as client:
+        with loopback.Client(base_url=base) as client:
             assert client.get("/readyz").status_code == 200
             assert client.get("/jobs").status_code == 401
             ok = client.get("/jobs", headers={"Authorization": "Bearer t0ken"})
@@ -137,7 +138,7 @@ def test_rota_run_serves_the_api_by_default(tmp_path: Path) -> None:
     with process(rota_cmd("run", "--serve-port", "0"), env, tmp_path) as (proc, out):
         base = f"http://127.0.0.1:{port_of(out, proc)}"
         wait_healthy(base, timeout=60, proc=proc)
-        with httpx.Client(base_url=base) as client:
+        with loopback.Client(base_url=base) as client:
             r = client.post("/jobs", json={"job_type": "hello"})
             assert r.status_code == 202
             location = r.headers["location"]
@@ -202,6 +203,6 @@ def test_rota_run_no_serve_binds_nothing(tmp_path: Path) -> None:
         with process(args, subprocess_env(sqlite_url(tmp_path)), tmp_path) as (_, out):
             wait_for(lambda: "event=run_started" in out.text(), timeout=60, what="run to start")
             with pytest.raises(httpx.ConnectError):
-                httpx.get(f"http://127.0.0.1:{port}/healthz")
+                loopback.get(f"http://127.0.0.1:{port}/healthz")
             assert "serve_started" not in out.text()
             assert "serve_skipped" not in out.text()

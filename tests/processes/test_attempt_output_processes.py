@@ -12,12 +12,12 @@ import subprocess
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
 from tests.api.surface import rota_serve
+from tests.support import loopback
 from tests.support.api_support import rota_cmd
 from tests.support.executor_support import (
     REPO_ROOT,
@@ -89,16 +89,16 @@ def test_output_comes_back_from_the_endpoint_and_the_command(
     tokens.write_text(f"tokens:\n  - name: vera\n    role: viewer\n    sha256: {digest}\n")
     with rota_serve(db_url, tmp_path, env={"ROTA_API_TOKENS_FILE": str(tokens)}) as served:
         viewer = {"Authorization": f"Bearer {VIEWER_TOKEN}"}
-        r = httpx.get(f"{served.base}/jobs/{command}/attempts/1/output", headers=viewer)
+        r = loopback.get(f"{served.base}/jobs/{command}/attempts/1/output", headers=viewer)
         assert r.status_code == 200, r.text
         assert r.headers["content-type"] == "text/plain; charset=utf-8"
         assert "cleaning\n" in r.text and "a warning\n" in r.text
-        r = httpx.get(f"{served.base}/jobs/{says}/attempts/1/output", headers=viewer)
+        r = loopback.get(f"{served.base}/jobs/{says}/attempts/1/output", headers=viewer)
         assert r.status_code == 200, r.text
         assert "INFO rota.handler: ctx says hello\n" in r.text
         # The executor logs at INFO by default: the handler's own INFO records too.
         assert "INFO tests.handlers.output: own logger info hello\n" in r.text
-        r = httpx.get(f"{served.base}/jobs/{says}/attempts/1/output")
+        r = loopback.get(f"{served.base}/jobs/{says}/attempts/1/output")
         assert r.status_code == 401  # no token, no output
 
     shown = rota(db_url, REPO_ROOT, "job", str(command), "--output")

@@ -6,7 +6,6 @@ import subprocess
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
@@ -21,6 +20,7 @@ from rota.producer.backpressure import DEFAULT_RETRY_AFTER, QueueFull
 from rota.producer.enqueue import JobRequest, enqueue, enqueue_many
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support import loopback
 from tests.support.api_support import rota_cmd, running_api
 from tests.support.executor_support import job_type, store_types, subprocess_env
 
@@ -178,7 +178,7 @@ def test_retry_after_follows_the_recent_completion_rate(engine: Engine) -> None:
 
 def test_http_answers_429_with_retry_after(engine: Engine) -> None:
     store_types(engine, job_type("t", max_queued=1))
-    with running_api(engine) as base, httpx.Client(base_url=base) as client:
+    with running_api(engine) as base, loopback.Client(base_url=base) as client:
         assert client.post("/jobs", json={"job_type": "t"}).status_code == 202
         r = client.post("/jobs", json={"job_type": "t"})
         assert r.status_code == 429

@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import httpx
 from sqlalchemy import Engine, func, select
 
 import rota
 from rota.core.tables import jobs
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import add_jobs, job_type, store_types
 
@@ -60,7 +60,7 @@ def all_at_once(n: int, submit: Callable[[int], str]) -> list[str]:
 
 def test_concurrent_posts_never_pass_max_queued(engine: Engine) -> None:
     with running_api(engine) as base:
-        clients = [httpx.Client(base_url=base, timeout=30) for _ in range(SUBMITTERS)]
+        clients = [loopback.Client(base_url=base, timeout=30) for _ in range(SUBMITTERS)]
         try:
             for trial in range(TRIALS):
                 name = f"limited.http.{trial}"

@@ -8,7 +8,6 @@ over 128 KiB), so it is refused where it enters: ``rota.enqueue``, ``POST /jobs`
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
@@ -18,6 +17,7 @@ from rota.core.storable import PAYLOAD_REF_MAX
 from rota.core.tables import jobs
 from rota.scheduler.schedule_file.errors import ConfigError
 from rota.scheduler.schedule_file.loader import load_schedule_text
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.executor_support import (
     add_jobs,
@@ -59,13 +59,13 @@ def test_enqueue_refuses_a_longer_payload_ref_and_takes_the_longest(engine: Engi
 def test_post_jobs_answers_422_naming_the_field(engine: Engine) -> None:
     store_types(engine, job_type("cmd", handler=None, command=("true",)))
     with running_api(engine) as base:
-        r = httpx.post(f"{base}/jobs", json={"job_type": "cmd", "payload_ref": TOO_LONG})
+        r = loopback.post(f"{base}/jobs", json={"job_type": "cmd", "payload_ref": TOO_LONG})
         assert r.status_code == 422
         assert r.headers["content-type"] == "application/problem+json"
         assert "payload_ref is at most 8192 characters" in r.json()["detail"]
         assert TOO_LONG not in r.text
         assert job_count(engine) == 0
-        ok = httpx.post(f"{base}/jobs", json={"job_type": "cmd", "payload_ref": LONGEST})
+        ok = loopback.post(f"{base}/jobs", json={"job_type": "cmd", "payload_ref": LONGEST})
         assert ok.status_code == 202
     assert job_count(engine) == 1
 

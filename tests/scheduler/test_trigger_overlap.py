@@ -9,7 +9,6 @@ path) honours the schedule's overlap policy, as the scheduler does for its occur
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
@@ -19,6 +18,7 @@ from rota.core.operator_notes import ActionNote
 from rota.core.tables import operator_actions
 from rota.operations.schedules import OverlapForbidden, trigger
 from rota.scheduler.service import SchedulerService
+from tests.support import loopback
 from tests.support.api_support import running_api
 from tests.support.scheduler_helpers import MIN, T0, apply_specs, jobs_of, schedule_row, spec
 
@@ -78,7 +78,7 @@ def test_allow_makes_a_second_run_beside_the_first(engine: Engine) -> None:
 def test_the_api_answers_409_and_records_nothing(engine: Engine) -> None:
     one_run_unfinished(engine, OverlapPolicy.FORBID)
     with running_api(engine) as base:
-        r = httpx.post(f"{base}/schedules/s/trigger", json={"reason": "again"})
+        r = loopback.post(f"{base}/schedules/s/trigger", json={"reason": "again"})
     assert r.status_code == 409
     assert r.headers["content-type"] == "application/problem+json"
     body = r.json()

@@ -21,6 +21,7 @@ from rota.api.identities import TokenTable
 from rota.api.server import BackgroundServer, bind
 from rota.core.config import JobTypeSpec
 from rota.core.tables import jobs
+from tests.support import loopback
 from tests.support.executor_support import add_jobs, job_type, store_types
 
 
@@ -51,7 +52,7 @@ def wait_healthy(
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if httpx.get(f"{base}/healthz", timeout=1.0).status_code == 200:
+            if loopback.get(f"{base}/healthz", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass

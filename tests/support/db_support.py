@@ -46,9 +46,7 @@ def admin_connection(libpq_url: str) -> psycopg.Connection[tuple[object, ...]]:
     return psycopg.connect(libpq_url, autocommit=True)
 
 
-def create_clone_sql(
-    conn: psycopg.Connection[tuple[object, ...]], name: str, template: str
-) -> str:
+def create_clone_sql(conn: psycopg.Connection[tuple[object, ...]], name: str, template: str) -> str:
     """CREATE DATABASE ``name`` as a copy of ``template``. From PostgreSQL 15 on, a copy
     of the files (``STRATEGY FILE_COPY``): about half the server's CPU of the default,
     which writes every block of a small template through the WAL; its checkpoints cost
