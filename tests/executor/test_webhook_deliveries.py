@@ -4,9 +4,15 @@ deliveries to a real HTTP receiver on a loopback port (``tests.support.webhook_r
 from __future__ import annotations
 
 import dataclasses
+import http.server
 import logging
+import ssl
+import subprocess
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -15,6 +21,8 @@ from rota.core.config import DEFAULT_POOL
 from rota.core.notifications import DEFAULT_POOL as TARGET_DEFAULT_POOL
 from rota.core.notifications import DELIVERY_JOB_TYPE, NotificationEvent
 from rota.core.tables import jobs
+from rota.executor.errors import RetryableError
+from rota.executor.notify_delivery import deliver
 from rota.producer.notify import Notice, delivery_job_type, notify
 from tests.support.executor_support import (
     StartExecutor,
@@ -357,3 +365,47 @@ def test_the_retries_of_a_delivery_outlast_a_receiver_down_for_an_hour() -> None
         (spec.backoff.delay_before_jitter(n) for n in range(1, spec.max_attempts)), timedelta()
     )
     assert timedelta(hours=7, minutes=45) < waits < timedelta(hours=8)
+
+
+def test_a_receiver_whose_certificate_is_not_trusted_gets_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deliveries share one TLS context a process; it verifies on every use."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    posts: list[str] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            posts.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv(ENV, SECRET)
+    url = f"https://127.0.0.1:{server.server_address[1]}/hook"
+    ctx = SimpleNamespace(
+        job_id=uuid.uuid4(),
+        args={"url": url, "secret_env": ENV, "body": {"event": "job_failed"}, "target": "t"},
+    )
+    try:
+        for _ in range(2):  # the context made by the first, then the same one again
+            with pytest.raises(RetryableError) as refused:
+                deliver(ctx)
+            assert refused.value.code == "NOTIFY_UNREACHABLE"
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert posts == []
