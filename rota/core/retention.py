@@ -8,7 +8,9 @@ per (state, job type) that has finished jobs, found with a loose scan of
 when idle (``rota.executor.pruner``), ``rota prune`` by hand.
 
 The skip ledger is bounded by age: rows older than ``SKIP_LEDGER_RETAIN``
-are folded (``core.queries.jobs_prune.fold_old_skips``), totals kept.
+are folded (``core.queries.jobs_prune.fold_old_skips``), totals kept. So are
+the late records: those of occurrences older than ``LATE_RETAIN`` are deleted
+(``core.queries.late_occurrences.prune_old_late``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from rota.core.queries.jobs_prune import PruneRule, finished_job_types
 from rota.core.states import TERMINAL
 
 SKIP_LEDGER_RETAIN = timedelta(days=30)
+# A quarter of late records: enough for a monthly review, not a table that only grows.
+LATE_RETAIN = timedelta(days=90)
 
 
 def retention_of(specs: Mapping[str, JobTypeSpec], job_type: str) -> Retention:

@@ -9,8 +9,10 @@ pruning never takes a turn a claim could have used. A pass starts every
 ``batch`` jobs in one short transaction (PostgreSQL: ``SKIP LOCKED``, so
 executors pruning at once take different rows; SQLite: one short write
 transaction), and the claim loop claims again between steps. The last step
-of a pass folds old skip-ledger rows and deletes the metric series of removed
-schedules whose last job went (``forget_series_of_gone``).
+of a pass folds old skip-ledger rows, deletes up to ``batch`` late records of
+occurrences older than ``LATE_RETAIN`` (a full batch: another such step
+follows) and deletes the metric series of removed schedules whose last job
+went (``forget_series_of_gone``).
 
 An executor that never finds the queue empty (a steady backlog) would never
 prune, and its history would grow without end: once a pass is ``OVERDUE_INTERVALS``
@@ -40,9 +42,10 @@ from rota.core.queries.jobs_prune import (
     fold_old_skips,
     prune_finished_batch,
 )
+from rota.core.queries.late_occurrences import prune_old_late
 from rota.core.queries.metric_tables import forget_series_of_gone
 from rota.core.queries.schedules import live_schedule_names
-from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
+from rota.core.retention import LATE_RETAIN, SKIP_LEDGER_RETAIN, prune_rules
 from rota.executor.transactions import LoopConnection
 from rota.executor.upkeep import DEFAULT_PRUNE_INTERVAL
 from rota.runtime.events import emit
@@ -112,7 +115,7 @@ class Pruner:
                 doing = f"pruning {rule.state} jobs of {rule.job_type}"
                 ends = False  # the rule is dropped; the next one, or the fold, follows
             else:
-                doing = "folding the skip ledger"
+                doing = "folding the skip ledger and pruning old late records"
             return self._step(now)
         except Exception as exc:
             self._failed(doing, exc)
@@ -168,10 +171,15 @@ class Pruner:
             return True
         with self._db.begin() as conn:
             folded = fold_old_skips(conn, SKIP_LEDGER_RETAIN, now=now)
+            late = prune_old_late(conn, LATE_RETAIN, limit=self.batch, now=now)
             forgotten = forget_series_of_gone(conn, "schedule", live_schedule_names(conn))
         if folded:
             emit(log, "skips_folded", rows=folded)
+        if late:
+            emit(log, "late_pruned", rows=late)
         if forgotten:
             emit(log, "metric_series_forgotten", schedules=",".join(forgotten)[:1000])
+        if late == self.batch:
+            return True  # more old late records: the next step of this pass goes on
         self._end_pass()
         return False

@@ -31,10 +31,11 @@ from rota.core.queries.jobs_prune import (
     fold_old_skips,
     prune_finished_batch,
 )
+from rota.core.queries.late_occurrences import prune_old_late
 from rota.core.queries.metric_tables import forget_series_of_gone
 from rota.core.queries.operator_actions import record_jobs_action
 from rota.core.queries.schedules import live_schedule_names
-from rota.core.retention import SKIP_LEDGER_RETAIN, prune_rules
+from rota.core.retention import LATE_RETAIN, SKIP_LEDGER_RETAIN, prune_rules
 from rota.core.states import TERMINAL
 from rota.runtime.events import emit
 
@@ -54,6 +55,8 @@ class PruneResult:
     by_rule: list[RulePruned]  # the rules that deleted something, in order
     folded: int | None  # skip-ledger rows folded; None when one state was pruned
     folded_older_than: timedelta | None
+    late: int | None = None  # late records deleted; None when one state was pruned
+    late_older_than: timedelta | None = None
 
 
 def describe(state: str | None, older_than: timedelta | None) -> str:
@@ -110,9 +113,13 @@ def prune(
             record_jobs_action(conn, OperatorAction.PRUNE, job_filter, unrecorded, now)
     folded: int | None = None
     keep: timedelta | None = None
+    late: int | None = None
+    keep_late: timedelta | None = None
     if state is None:
         keep = older_than if older_than is not None else SKIP_LEDGER_RETAIN
         folded = _fold(engine, keep)
+        keep_late = older_than if older_than is not None else LATE_RETAIN
+        late = _prune_late(engine, keep_late, now)
     with engine.begin() as conn:  # the series of removed schedules whose last job went
         forgotten = forget_series_of_gone(conn, "schedule", live_schedule_names(conn))
     if forgotten:
@@ -126,7 +133,17 @@ def prune(
         actor=note.actor if note else None,
         reason=note.reason if note else None,
     )
-    return PruneResult(jobs, attempts, by_rule, folded, keep)
+    return PruneResult(jobs, attempts, by_rule, folded, keep, late, keep_late)
+
+
+def _prune_late(engine: Engine, keep: timedelta, now: datetime | None) -> int:
+    total = 0
+    while True:
+        with engine.begin() as conn:  # one short transaction per batch
+            n = prune_old_late(conn, keep, limit=PRUNE_BATCH, now=now)
+        total += n
+        if n < PRUNE_BATCH:
+            return total
 
 
 def _fold(engine: Engine, keep: timedelta) -> int:

@@ -22,9 +22,11 @@ from rota.core.queries.jobs_prune import (
     fold_old_skips,
     prune_finished_batch,
 )
+from rota.core.queries.late_occurrences import prune_old_late
 from rota.core.queries.schedule_skips import latest_by_reason, totals_by_reason
+from rota.core.retention import LATE_RETAIN
 from rota.core.states import AttemptOutcome, JobState
-from rota.core.tables import job_attempts, jobs, schedule_skips
+from rota.core.tables import job_attempts, jobs, late_occurrences, schedule_skips
 from rota.executor.service import Executor
 from rota.operations.schedules import backfill, pause, resume, trigger
 from rota.scheduler.schedule_file.errors import ConfigError
@@ -402,6 +404,60 @@ def test_old_skip_ledger_rows_fold_into_one_keeping_totals_and_the_newest(engine
     assert count(engine, schedule_skips) == 6
 
 
+def late_records(engine: Engine, now: datetime, days_ago: Sequence[int]) -> None:
+    """A schedule ``s`` and one late record per age in ``days_ago``."""
+    apply_specs(engine, spec("s"))
+    with engine.begin() as conn:
+        conn.execute(
+            insert(late_occurrences),
+            [
+                {
+                    "schedule_name": "s",
+                    "instant": now - d * DAY,
+                    "deadline": now - d * DAY + MIN,
+                    "reason": "failed",
+                    "detected_at": now - d * DAY + MIN,
+                }
+                for d in days_ago
+            ],
+        )
+
+
+def late_ages(engine: Engine, now: datetime) -> list[int]:
+    with engine.connect() as conn:
+        instants = conn.execute(select(late_occurrences.c.instant)).scalars()
+        return sorted(round((now - i) / DAY) for i in instants)
+
+
+def test_late_records_of_old_occurrences_go_oldest_first_a_batch_at_a_time(
+    engine: Engine,
+) -> None:
+    now = datetime.now(UTC)
+    late_records(engine, now, [400, 120, 95, 91, 89, 10, 0])
+    with engine.begin() as conn:
+        assert prune_old_late(conn, LATE_RETAIN, limit=2, now=now) == 2
+    assert late_ages(engine, now) == [0, 10, 89, 91, 95]  # the two oldest went
+    with engine.begin() as conn:
+        assert prune_old_late(conn, LATE_RETAIN, limit=2, now=now) == 2
+        assert prune_old_late(conn, LATE_RETAIN, limit=2, now=now) == 0
+    assert late_ages(engine, now) == [0, 10, 89]
+
+
+def test_an_idle_executor_prunes_old_late_records_past_a_batch(engine: Engine) -> None:
+    now = datetime.now(UTC)
+    late_records(engine, now, [200 + d for d in range(7)] + [30])
+    ex = Executor(engine, poll_interval=0.05, prune_interval=60)
+    ex._loop.pruner.batch = 3  # seven old records: three steps of one pass, the last short
+    stop = threading.Event()
+    thread = threading.Thread(target=ex.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: late_ages(engine, now) == [30], what="the old late records to go")
+    finally:
+        stop.set()
+        thread.join(15)
+
+
 # -- the executor prunes when idle; rota prune by hand ------------------------------------
 
 
@@ -449,6 +505,12 @@ def test_rota_prune_by_hand(
     assert main(["prune", "--older-than", "1h", "--db", db_url]) == 0
     assert "pruned 1 finished job(s)" in capsys.readouterr().out
     assert count(engine) == 0
+    late_records(engine, now, [100, 91, 30])
+    assert main(["prune", "--db", db_url]) == 0
+    assert "; deleted 2 late record(s) of occurrences older than 90d" in capsys.readouterr().out
+    assert main(["prune", "--older-than", "7d", "--db", db_url]) == 0
+    assert "; deleted 1 late record(s) of occurrences older than 7d" in capsys.readouterr().out
+    assert late_ages(engine, now) == []
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ same by hand, in the same bounded batches (one short transaction each, so
 running executors are never held up), until nothing is left to prune.
 ``--older-than D`` replaces every job type's retention for this run;
 ``--state S`` limits it to one final state. Attempt rows go with their job;
-skip-ledger rows older than the retention are folded (totals kept) unless
+skip-ledger rows older than the retention are folded (totals kept), and late
+records of occurrences older than 90 days (or ``--older-than``) deleted, unless
 ``--state`` is given. An occurrence whose job is pruned is never created again
 (see ``rota backfill``). The run is one operator action (``rota audit``) with
 ``--reason`` and ``--actor``; see ``rota.operations.prune``.
@@ -94,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     if result.folded is not None and result.folded_older_than is not None:
         line += f"; folded {result.folded} skip-ledger row(s) older than "
         line += format_duration(result.folded_older_than)
+    if result.late is not None and result.late_older_than is not None:
+        line += f"; deleted {result.late} late record(s) of occurrences older than "
+        line += format_duration(result.late_older_than)
     print(line)
     return EXIT_OK
 

@@ -11,6 +11,9 @@ reads what became of their occurrences (``jobs_of_occurrences``,
 any number of replicas record each late occurrence once; the counter
 ``rota_schedule_deadline_missed_total`` is appended to for the rows actually
 inserted, in the same transaction.
+
+``prune_old_late`` bounds the table by age: the records of occurrences older
+than the retention go, a batch at a time (``core.retention.LATE_RETAIN``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -27,6 +30,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    delete,
     func,
     or_,
     select,
@@ -342,3 +346,23 @@ def last_late_by_schedule(
         return {}
     rows = conn.execute(_late_rows().where(late_occurrences.c.late_id.in_(ids))).mappings().all()
     return {r["schedule_name"]: r for r in rows}
+
+
+def prune_old_late(
+    conn: Connection, older_than: timedelta, *, limit: int, now: datetime | None = None
+) -> int:
+    """Delete up to ``limit`` late records of occurrences whose instant is before
+    now - ``older_than`` (the database clock), oldest first; returns how many went.
+
+    The deadline check never looks back past a schedule's watermark, so an
+    occurrence whose record went is not judged, recorded or notified again.
+    """
+    clock = conn.execute(select(now_or_db(now))).scalar_one()
+    t = late_occurrences
+    oldest = (
+        select(t.c.late_id)
+        .where(t.c.instant < clock - older_than)
+        .order_by(t.c.instant)
+        .limit(limit)
+    )
+    return conn.execute(delete(t).where(t.c.late_id.in_(oldest.scalar_subquery()))).rowcount
