@@ -26,7 +26,7 @@ one core, beside the same cluster's CPU over as long with no rota process at all
 Goals (issue 34): pooled-48 / direct >= 0.80, pooled-2 / direct >= 0.85, the
 database's idle CPU with 48 idle executors below 5% of a core.
 
-Each drain lasts a few seconds, and one round's ratios moved over 0.60–0.89
+Each drain lasts a few seconds, and one round's ratios moved from 0.60 to 0.89
 (pooled-48) within an hour on a 2-core virtual machine. So the bench runs
 ``--rounds`` rounds (5 by default), each the three cases in order with a ratio
 of its own, and reports the median ratio beside every round's.
