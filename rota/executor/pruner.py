@@ -8,11 +8,11 @@ pruning never takes a turn a claim could have used. A pass starts every
 (``core.retention.prune_rules``), then each ``step()`` deletes at most
 ``batch`` jobs in one short transaction (PostgreSQL: ``SKIP LOCKED``, so
 executors pruning at once take different rows; SQLite: one short write
-transaction), and the claim loop claims again between steps. The last step
-of a pass folds old skip-ledger rows, deletes up to ``batch`` late records of
-occurrences older than ``LATE_RETAIN`` (a full batch: another such step
-follows) and deletes the metric series of removed schedules whose last job
-went (``forget_series_of_gone``).
+transaction), and the claim loop claims again between steps. Then each step
+deletes up to ``batch`` late records of occurrences older than
+``LATE_RETAIN``; the one that finds fewer also folds old skip-ledger rows and
+deletes the metric series of removed schedules whose last job went
+(``forget_series_of_gone``), and ends the pass.
 
 An executor that never finds the queue empty (a steady backlog) would never
 prune, and its history would grow without end: once a pass is ``OVERDUE_INTERVALS``
@@ -115,7 +115,7 @@ class Pruner:
                 doing = f"pruning {rule.state} jobs of {rule.job_type}"
                 ends = False  # the rule is dropped; the next one, or the fold, follows
             else:
-                doing = "folding the skip ledger and pruning old late records"
+                doing = "pruning old late records and folding the skip ledger"
             return self._step(now)
         except Exception as exc:
             self._failed(doing, exc)
@@ -170,16 +170,17 @@ class Pruner:
                 )
             return True
         with self._db.begin() as conn:
-            folded = fold_old_skips(conn, SKIP_LEDGER_RETAIN, now=now)
             late = prune_old_late(conn, LATE_RETAIN, limit=self.batch, now=now)
+        if late:
+            emit(log, "late_pruned", rows=late)
+        if late == self.batch:
+            return True  # more old late records: the next step takes them, then the fold
+        with self._db.begin() as conn:
+            folded = fold_old_skips(conn, SKIP_LEDGER_RETAIN, now=now)
             forgotten = forget_series_of_gone(conn, "schedule", live_schedule_names(conn))
         if folded:
             emit(log, "skips_folded", rows=folded)
-        if late:
-            emit(log, "late_pruned", rows=late)
         if forgotten:
             emit(log, "metric_series_forgotten", schedules=",".join(forgotten)[:1000])
-        if late == self.batch:
-            return True  # more old late records: the next step of this pass goes on
         self._end_pass()
         return False
