@@ -8,6 +8,8 @@ as ``httpx.Client`` and ``httpx.get`` (...); they take the same arguments.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,25 +21,14 @@ def Client(**kwargs: Any) -> httpx.Client:
     return httpx.Client(verify=TLS, **kwargs)
 
 
-def get(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.get(url, verify=TLS, **kwargs)
+def _sender(method: str) -> Callable[..., httpx.Response]:
+    """``httpx.<method>(url, ...)`` with the shared context."""
+    return functools.partial(httpx.request, method, verify=TLS)
 
 
-def head(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.head(url, verify=TLS, **kwargs)
-
-
-def options(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.options(url, verify=TLS, **kwargs)
-
-
-def post(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.post(url, verify=TLS, **kwargs)
-
-
-def put(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.put(url, verify=TLS, **kwargs)
-
-
-def delete(url: str, **kwargs: Any) -> httpx.Response:
-    return httpx.delete(url, verify=TLS, **kwargs)
+get = _sender("GET")
+head = _sender("HEAD")
+options = _sender("OPTIONS")
+post = _sender("POST")
+put = _sender("PUT")
+delete = _sender("DELETE")
