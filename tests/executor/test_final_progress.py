@@ -7,6 +7,8 @@ stage before it (``EXPORTING 5/6`` on a SUCCEEDED job, never ``UPLOADING 6/6``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import Engine
 
@@ -24,15 +26,26 @@ from tests.support.executor_support import (
 @pytest.mark.parametrize("isolation", [Isolation.THREAD, Isolation.PROCESS])
 @pytest.mark.parametrize(("fail", "state"), [(False, "SUCCEEDED"), (True, "RETRY_WAIT")])
 def test_the_last_progress_is_written_with_the_outcome(
-    engine: Engine, start_executor: StartExecutor, isolation: Isolation, fail: bool, state: str
+    engine: Engine,
+    start_executor: StartExecutor,
+    tmp_path: Path,
+    isolation: Isolation,
+    fail: bool,
+    state: str,
 ) -> None:
     spec = job_type(
         "progressing", handler="tests.handlers.plain:progress_to_the_end", isolation=isolation
     )
     store_types(engine, spec)
-    (job_id,) = add_jobs(engine, spec, args={"fail": fail, "sleep": 1.2})
+    go = tmp_path / "go"
+    (job_id,) = add_jobs(engine, spec, args={"fail": fail, "go": str(go)})
     start_executor()
-    wait_for(lambda: job_row(engine, job_id)["progress_stage"] == "EXPORTING", what="EXPORTING")
+    wait_for(
+        lambda: job_row(engine, job_id)["progress_stage"] == "EXPORTING",
+        timeout=20,
+        what="EXPORTING",
+    )
+    go.touch()
     wait_for(lambda: job_row(engine, job_id)["state"] == state, timeout=20, what=state)
     row = job_row(engine, job_id)
     assert (row["progress_stage"], row["progress_done"], row["progress_total"]) == (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from rota.executor import AmbiguousError, PermanentError, RetryableError
@@ -149,10 +150,14 @@ def checkpoints_only(ctx: Any) -> None:
 
 
 def progress_to_the_end(ctx: Any) -> None:
-    """Report a stage long enough for a heartbeat to store it, then the last one, and end
-    (raising ``FLAKY`` when ``ctx.args["fail"]``) at once: no heartbeat comes after."""
+    """Report a stage and hold it until ``ctx.args["go"]`` exists (the test saw a heartbeat
+    store it), then report the last one and end (raising ``FLAKY`` when
+    ``ctx.args["fail"]``) at once: no heartbeat comes after."""
     ctx.progress(stage="EXPORTING", done=5, total=6)
-    time.sleep(float(ctx.args.get("sleep", 1.0)))
+    go = Path(ctx.args["go"])
+    deadline = time.monotonic() + 60
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     ctx.progress(stage="UPLOADING", done=6, total=6)
     if ctx.args.get("fail"):
         raise RetryableError("FLAKY", "failed after its last progress")
