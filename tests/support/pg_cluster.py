@@ -32,6 +32,27 @@ def _newest_bin() -> Path:
 PG_BIN = _newest_bin()
 
 
+MEMORY_ROOT = Path("/dev/shm")
+
+
+def _data_root() -> str | None:
+    """Where a cluster's files go: the memory file system where there is one with room,
+    else the system's temporary directory (``None``).
+
+    Why: every test clones a database and drops it, about 300 new files each time. On
+    ext4 each new file searches the inode bitmap past recently deleted inodes, and
+    that search was most of a clone's cost: 0.43 s of kernel CPU per CREATE DATABASE
+    against 0.02 s on tmpfs, and about a quarter of the whole suite's CPU. The data
+    is thrown away at the end and runs with ``fsync=off`` already."""
+    try:
+        room = os.statvfs(MEMORY_ROOT)
+    except OSError:
+        return None
+    if room.f_bavail * room.f_frsize < 2 << 30 or not os.access(MEMORY_ROOT, os.W_OK):
+        return None
+    return str(MEMORY_ROOT)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -94,7 +115,7 @@ class Cluster:
 
 @contextmanager
 def own_cluster() -> Iterator[Cluster]:
-    base = Path(tempfile.mkdtemp(prefix="rota-pg-"))
+    base = Path(tempfile.mkdtemp(prefix="rota-pg-", dir=_data_root()))
     cluster = Cluster(base)
     if cluster.user is not None:
         entry = pwd.getpwnam(cluster.user)
