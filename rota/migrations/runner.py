@@ -4,7 +4,7 @@ The check every other command makes first (``ensure_migrated``) lives in
 ``rota.migrations.check``, which does not import Alembic.
 
 After the revisions, on PostgreSQL, ``upgrade`` installs this release's
-statements as functions (``check.SERVER_FUNCTIONS``).
+statements as functions (``check.SERVER_FUNCTIONS``); ``downgrade`` drops them.
 
 On PostgreSQL with a schema of its own (``make_engine(url, schema=...)``), the
 engine's connections search only that schema: ``upgrade`` creates it first,
@@ -21,7 +21,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
 from rota.core.database import schema_of
-from rota.core.queries.server_functions import install
+from rota.core.queries.server_functions import install, remove
 from rota.migrations.check import (
     HEAD,
     SERVER_FUNCTIONS,
@@ -70,4 +70,11 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def downgrade(engine: Engine, revision: str) -> None:
+    """Downgrade to ``revision``; on PostgreSQL, then drop this release's functions, whose
+    statements read the newest schema, or at ``base`` every release's. An older
+    release's stay at any other revision: its executors call them."""
     command.downgrade(alembic_config(engine), revision)
+    now = current_revision(engine)
+    if engine.dialect.name == "postgresql" and now != HEAD:
+        with engine.begin() as conn:
+            remove(conn, None if now is None else SERVER_FUNCTIONS)

@@ -444,3 +444,43 @@ def test_a_changed_statement_is_a_new_function_the_old_one_stays() -> None:
     assert changed.name.startswith("rota_claim_unkeyed_")
     with pytest.raises(ValueError, match="not the declared ones"):
         ServerFunction(claim.stem, text("SELECT :other"), claim.params, claim.returns)
+
+
+def test_a_downgrade_drops_this_release_s_functions_and_to_base_every_release_s(
+    empty_pg_url: str,
+) -> None:
+    """Each function reads the schema of the release that made it: a downgrade leaves
+    none of this release's behind, and a downgrade to nothing leaves no rota function
+    at all (an older release's included). Another function of the schema stays."""
+    engine = make_engine(empty_pg_url)
+    older = "rota_claim_unkeyed_0123456789ab"  # as a release before this one named it
+
+    def functions() -> set[str]:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT p.proname FROM pg_proc p JOIN pg_namespace n"
+                    " ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
+                )
+            )
+            return {str(name) for name in rows.scalars()}
+
+    ours = {f.name for f in SERVER_FUNCTIONS}
+    try:
+        upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(text(f"CREATE FUNCTION {older}() RETURNS int LANGUAGE sql AS 'SELECT 1'"))
+            conn.execute(text("CREATE FUNCTION app_own() RETURNS int LANGUAGE sql AS 'SELECT 1'"))
+        assert ours | {older, "app_own"} <= functions()
+        previous = ScriptDirectory.from_config(alembic_config()).get_revision(HEAD).down_revision
+        assert isinstance(previous, str)
+        downgrade(engine, previous)
+        assert not ours & functions()
+        assert {older, "app_own"} <= functions()  # an older release's executors call it
+        downgrade(engine, "base")
+        assert not [name for name in functions() if name.startswith("rota_")]
+        assert "app_own" in functions()
+        upgrade(engine)
+        ensure_migrated(engine)  # the functions are back with the schema
+    finally:
+        engine.dispose()

@@ -121,6 +121,32 @@ def install(conn: Connection, functions: Iterable[ServerFunction]) -> list[str]:
     return [f.name for f in functions if f.name in absent]
 
 
+# A name ``ServerFunction.name`` gives, of this release's statements or another's.
+_ANY_RELEASE = r"^rota_[a-z0-9_]+_[0-9a-f]{12}$"
+
+
+def remove(conn: Connection, functions: Iterable[ServerFunction] | None) -> list[str]:
+    """Drop ``functions`` (None: every release's) from the schema ``conn`` creates in;
+    returns the names dropped. Another function of that schema is never touched."""
+    params: dict[str, object]
+    if functions is None:
+        where, params = "p.proname ~ :pattern", {"pattern": _ANY_RELEASE}
+    else:
+        where = "p.proname = ANY(CAST(:names AS text[]))"
+        params = {"names": [f.name for f in functions]}
+    found = conn.execute(
+        text(
+            "SELECT p.oid::regprocedure::text, p.proname FROM pg_proc p"
+            f" WHERE {where} AND p.pronamespace = "
+            "(SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())"
+        ),
+        params,
+    ).all()
+    for signature, _ in found:  # regprocedure's text is quoted and schema-qualified
+        conn.execute(text(f"DROP FUNCTION {signature}"))
+    return sorted(str(name) for _, name in found)
+
+
 def missing(conn: Connection, functions: Iterable[ServerFunction]) -> list[str]:
     """The names of ``functions`` that ``conn``'s search path does not find."""
     names = [f.name for f in functions]
