@@ -22,7 +22,6 @@ from rota.scheduler.rules import compile_rule
 from rota.scheduler.service import SchedulerService
 from tests.support.scheduler_helpers import T0, apply_specs, jobs_of, schedule_row, skips_of, spec
 
-DAY = timedelta(days=1)
 PER_SECOND = "FREQ=SECONDLY"  # an RRULE: no arithmetic shortcut, every occurrence is walked
 
 
