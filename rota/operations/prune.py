@@ -16,6 +16,7 @@ own actions go with them (their rows cascade); a prune's row stays.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -137,20 +138,22 @@ def prune(
 
 
 def _prune_late(engine: Engine, keep: timedelta, now: datetime | None) -> int:
-    total = 0
-    while True:
-        with engine.begin() as conn:  # one short transaction per batch
-            n = prune_old_late(conn, keep, limit=PRUNE_BATCH, now=now)
-        total += n
-        if n < PRUNE_BATCH:
-            return total
+    return _in_batches(
+        engine, lambda conn: prune_old_late(conn, keep, limit=PRUNE_BATCH, now=now), PRUNE_BATCH
+    )
 
 
 def _fold(engine: Engine, keep: timedelta) -> int:
+    return _in_batches(engine, lambda conn: fold_old_skips(conn, keep), 1)
+
+
+def _in_batches(engine: Engine, batch: Callable[[Connection], int], full: int) -> int:
+    """Run ``batch`` in a short transaction of its own until it changes fewer than
+    ``full`` rows (it had no more to do); the rows changed in all."""
     total = 0
     while True:
         with engine.begin() as conn:
-            n = fold_old_skips(conn, keep)
+            n = batch(conn)
         total += n
-        if n == 0:
+        if n < full:
             return total

@@ -29,7 +29,8 @@ def test_coalesce_counts_a_long_range_over_several_bounded_plans(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The shape of a day's outage at 20,000 a plan (5 plans), in an eighth of its walk.
-    monkeypatch.setattr(misfire, "WALK_LIMIT", 2_000)
+    limit = 2_000
+    monkeypatch.setattr(misfire, "WALK_LIMIT", limit)
     s = spec(rrule=PER_SECOND, every=None, misfire=MisfirePolicy.COALESCE)
     rule = compile_rule(s)
     seconds = 10_800
@@ -41,10 +42,10 @@ def test_coalesce_counts_a_long_range_over_several_bounded_plans(
         plans.append(plan)
         if plan.jobs:
             break
-        assert plan.coalescing.count == carried.count + 2_000  # no more per plan
+        assert plan.coalescing.count == carried.count + limit  # no more per plan
         assert plan.next is not None and plan.next.instant <= now
         carried, last, occ = plan.coalescing, plan.cursor or last, plan.next
-    assert len(plans) == -(-seconds // 2_000)
+    assert len(plans) == -(-seconds // limit)
     (job,) = plans[-1].jobs
     assert (job.instant, job.covers_count) == (now, seconds)
     assert job.covers_from == T0 + timedelta(seconds=1)

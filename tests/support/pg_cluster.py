@@ -42,7 +42,7 @@ def _data_root() -> str | None:
     Why: every test clones a database and drops it, about 300 new files each time. On
     ext4 each new file searches the inode bitmap past recently deleted inodes, and
     that search was most of a clone's cost: 0.43 s of kernel CPU per CREATE DATABASE
-    against 0.02 s on tmpfs, and about a quarter of the whole suite's CPU. The data
+    against 0.02 s on tmpfs, and nearly a third of the whole suite's CPU. The data
     is thrown away at the end and runs with ``fsync=off`` already."""
     try:
         room = os.statvfs(MEMORY_ROOT)
