@@ -49,7 +49,8 @@ class HeldJobs:
         summary: JobSummary,
     ) -> None:
         self.summary = summary
-        self.on_first: Callable[[], None] | None = None  # a job entered an empty set
+        # The heartbeat's ``due_by``: told of each job's first deadline as it enters.
+        self.watch: Callable[[float], None] | None = None
         self._held: dict[uuid.UUID, HeldJob] = {}
         self._lock = threading.Lock()
         self._metrics = metrics
@@ -66,11 +67,11 @@ class HeldJobs:
         self.writer.stop(timeout=timeout)
 
     def add(self, held: HeldJob) -> None:
+        watch = held.watch = self.watch
         with self._lock:
-            first = not self._held
             self._held[held.claimed.job_id] = held
-        if first and self.on_first is not None:
-            self.on_first()
+        if watch is not None:
+            watch(min(held.renewal_due(), held.timeout_at()))
 
     def all(self) -> list[HeldJob]:
         with self._lock:

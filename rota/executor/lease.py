@@ -10,9 +10,11 @@ is written; every later one is dropped.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -26,6 +28,8 @@ from rota.executor.processes import kill_process_group
 # clock-rate differences, so a worker that cannot renew stops its handlers
 # before the lease can pass to another worker.
 LOCAL_LEASE_SHARE = 0.8
+RENEW_SHARE = 1 / 3  # renew after a third of the lease: one lost beat is tolerated
+PROGRESS_SECONDS = 0.5  # progress reaches the row at most this late after the last renewal
 
 
 class StopReason(StrEnum):
@@ -45,6 +49,10 @@ class HeldJob:
     proc: subprocess.Popen[bytes] | None = None
     load_error: str | None = None  # why ``spec`` could not be loaded (None: it is not stored)
     output: OutputTail | None = None  # what its handler writes, from when a slot runs it
+    # The heartbeat's ``due_by``, set when the job enters the held set: told of a
+    # deadline that comes into being later (the start, progress), so the heartbeat
+    # sleeps until the nearest one instead of looking at every job on a short tick.
+    watch: Callable[[float], None] | None = None
     _settled: bool = False
     _progress: tuple[str | None, int | None, int | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -77,6 +85,28 @@ class HeldJob:
         if proc is not None:
             kill_process_group(proc)
 
+    def start(self) -> None:
+        """A slot starts the handler now: the execution timeout counts from here."""
+        self.started_at = time.monotonic()
+        spec, watch = self.spec, self.watch
+        if watch is not None and spec is not None and spec.timeout is not None:
+            watch(self.started_at + spec.timeout.total_seconds())
+
+    def renewal_due(self) -> float:
+        """The monotonic time its lease is due for renewal: a share of the lease after
+        the last renewal, or sooner while progress waits to be sent."""
+        due = self.renewed_at + self.claimed.lease_seconds * RENEW_SHARE
+        if self._progress is not None:
+            due = min(due, self.renewed_at + PROGRESS_SECONDS)
+        return due
+
+    def timeout_at(self) -> float:
+        """The monotonic time its execution timeout passes (never, before its start)."""
+        spec = self.spec
+        if spec is None or spec.timeout is None or self._settled:
+            return math.inf
+        return self.started_at + spec.timeout.total_seconds()
+
     def locally_expired(self, now_mono: float | None = None) -> bool:
         return (time.monotonic() if now_mono is None else now_mono) > self.local_deadline
 
@@ -88,6 +118,9 @@ class HeldJob:
                 done if done is not None else old[1],
                 total if total is not None else old[2],
             )
+        watch = self.watch
+        if watch is not None:
+            watch(self.renewed_at + PROGRESS_SECONDS)
 
     @property
     def has_progress(self) -> bool:

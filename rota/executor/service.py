@@ -188,7 +188,7 @@ class Executor:
             outage=self._outage,
             idle_tick=min(IDLE_TICK_SECONDS, self._registration.interval / 3),
         )
-        self._jobs.on_first = self._heartbeat.nudge  # it ticks slowly while none is held
+        self._jobs.watch = self._heartbeat.due_by  # it sleeps until the nearest deadline
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -256,7 +256,7 @@ class Slots(BackgroundLoop):
             try:
                 if held.settled or held.stop is not None:  # lost, timed out or released
                     continue
-                held.started_at = time.monotonic()
+                held.start()
                 try:
                     finish = run_held_job(held, self.handlers, self._rng, self._aio)
                 except BaseException as exc:  # our bug: the job still gets an outcome

@@ -160,10 +160,12 @@ def test_without_notifications_a_lone_executor_polls_often_but_not_for_a_job_it_
         assert state_is(pg_engine, waiting.job_id, "QUEUED")()
 
 
-def test_an_idle_heartbeat_ticks_once_a_second_and_at_once_when_nudged(pg_engine: Engine) -> None:
+def test_an_idle_heartbeat_ticks_once_a_second_and_at_once_when_a_deadline_is_sooner(
+    pg_engine: Engine,
+) -> None:
     """With no job held the heartbeat has nothing to watch: it ticked every 50 ms, twenty
     wake-ups a second in every idle executor. Now it ticks once a second, and at once
-    when a claim puts a job in the held set (``HeldJobs.on_first`` nudges it)."""
+    when a held job's deadline is sooner than its next pass (``due_by``)."""
     passes: list[float] = []
     hb = Heartbeat(
         LoopConnection(pg_engine),
@@ -178,7 +180,7 @@ def test_an_idle_heartbeat_ticks_once_a_second_and_at_once_when_nudged(pg_engine
         time.sleep(2.0)  # the window the ticks are counted in, not a wait for a state
         assert 1 <= len(passes) <= 3, passes
         before, nudged_at = len(passes), time.monotonic()
-        hb.nudge()
+        hb.due_by(time.monotonic())
         wait_for(lambda: len(passes) > before, timeout=0.5, what="a tick after the nudge")
         assert passes[before] - nudged_at < 0.2
     finally:

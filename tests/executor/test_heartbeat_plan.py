@@ -1,0 +1,123 @@
+"""The heartbeat passes at its held jobs' deadlines, not on a short tick.
+
+* holding jobs whose deadlines are far, it passes about once a second (it
+  passed every 50 ms, looking at every held job each time);
+* an execution timeout that begins after the next pass was planned (the
+  handler starts) is still kept on time;
+* progress reported after the plan reaches the row within about half a second.
+
+The windows below are what is counted in, not waits for a state.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from rota.core.config import JobTypeSpec
+from rota.executor.heartbeat import Heartbeat
+from rota.executor.lease import PROGRESS_SECONDS, HeldJob
+from rota.executor.transactions import LoopConnection
+from tests.support.executor_support import (
+    add_jobs,
+    claim_as,
+    job_row,
+    job_type,
+    store_types,
+    wait_for,
+)
+
+OWNER = "test:1:heartbeat-plan"
+
+
+def _held(engine: Engine, spec: JobTypeSpec, n: int) -> list[HeldJob]:
+    store_types(engine, spec)
+    add_jobs(engine, spec, n)
+    claimed = claim_as(engine, OWNER, n)
+    assert len(claimed) == n
+    # Not started yet, as a claim leaves them: the timeout counts from ``start()``.
+    return [HeldJob(c, spec, renewed_at=time.monotonic(), started_at=math.inf) for c in claimed]
+
+
+@dataclass
+class Watch:
+    """A started heartbeat over some held jobs: when it passed, what it timed out."""
+
+    heartbeat: Heartbeat
+    passes: list[float] = field(default_factory=list)
+    timed_out: list[float] = field(default_factory=list)
+
+
+@pytest.fixture
+def watch(engine: Engine) -> Iterator[Callable[[list[HeldJob]], Watch]]:
+    """Start a heartbeat over ``helds``, each watched as ``HeldJobs.add`` does."""
+    started: list[Heartbeat] = []
+
+    def start(helds: list[HeldJob]) -> Watch:
+        passes: list[float] = []
+        timed_out: list[float] = []
+        hb = Heartbeat(
+            LoopConnection(engine),
+            OWNER,
+            lambda: [h for h in helds if h.stop is None],
+            lambda held, why: None,
+            lambda held: timed_out.append(time.monotonic()),
+            on_pass=lambda: passes.append(time.monotonic()),
+        )
+        for h in helds:
+            h.watch = hb.due_by
+        started.append(hb)
+        hb.start()
+        return Watch(hb, passes, timed_out)
+
+    yield start
+    for hb in started:
+        hb.stop()
+
+
+def test_a_heartbeat_holding_jobs_passes_about_once_a_second(
+    engine: Engine, watch: Callable[[list[HeldJob]], Watch]
+) -> None:
+    helds = _held(engine, job_type("far"), 20)
+    for h in helds:
+        h.start()
+    passes = watch(helds).passes
+    time.sleep(2.5)  # the window the passes are counted in
+    # The first pass, then the cancel poll's once a second: not 50 passes.
+    assert 2 <= len(passes) <= 5, [round(p - passes[0], 3) for p in passes]
+
+
+def test_a_timeout_that_begins_after_the_plan_is_kept_on_time(
+    engine: Engine, watch: Callable[[list[HeldJob]], Watch]
+) -> None:
+    (held,) = _held(engine, job_type("short", timeout=timedelta(seconds=0.3)), 1)
+    w = watch([held])
+    wait_for(lambda: w.passes, timeout=5, what="the first pass")
+    # The next pass is planned a second away (the cancel poll); the handler starts now.
+    held.start()
+    started = held.started_at
+    wait_for(lambda: w.timed_out, timeout=5, what="the timeout")
+    late = w.timed_out[0] - (started + 0.3)
+    assert 0 <= late < 0.35, late  # not at the planned pass, 0.7 s later
+
+
+def test_progress_reported_after_the_plan_reaches_the_row_in_half_a_second(
+    engine: Engine, watch: Callable[[list[HeldJob]], Watch]
+) -> None:
+    (held,) = _held(engine, job_type("progress"), 1)
+    held.start()
+    w = watch([held])
+    wait_for(lambda: w.passes, timeout=5, what="the first pass")
+    held.set_progress("exporting", 1, 3)
+    reported = time.monotonic()
+    job_id = held.claimed.job_id
+    wait_for(lambda: job_row(engine, job_id)["progress_stage"] == "exporting", what="progress")
+    seen = time.monotonic()
+    # Due half a second after the last renewal (the claim), then one statement.
+    assert seen - reported < PROGRESS_SECONDS + 0.3, seen - reported
