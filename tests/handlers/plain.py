@@ -6,6 +6,7 @@ in ``ctx.args["file"]`` (O_APPEND: lines from several processes never mix).
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -28,6 +29,11 @@ def record(ctx: Any) -> None:
         time.sleep(pause)
     end = time.monotonic_ns()
     append_line(ctx.args["file"], f"{ctx.job_id} {ctx.attempt} {os.getpid()} {start} {end}")
+
+
+def heap_frozen(ctx: Any) -> None:
+    """Record how many objects the executor's process froze before its loop ran."""
+    append_line(ctx.args["file"], str(gc.get_freeze_count()))
 
 
 def retryable(ctx: Any) -> None:

@@ -1,6 +1,7 @@
 """Real executor processes and real signals, on both backends.
 
 * several ``rota executor`` processes share 2,000 jobs: each runs exactly once;
+* an executor freezes its start-up heap before it claims;
 * SIGKILL an executor holding jobs: they are claimed again after the lease;
 * a handler that SIGKILLs its own process every time ends FAILED after
   ``max_attempts`` with LEASE_EXPIRED kept;
@@ -73,6 +74,23 @@ def test_several_processes_run_every_job_exactly_once(
     assert {r[1] for r in runs} == {"1"}
     assert len({r[2] for r in runs}) >= 2  # the work was shared between processes
     assert all(job_row(engine, ids[0])[k] is None for k in ("lease_owner", "lease_expires_at"))
+
+
+def test_an_executor_freezes_its_start_up_heap_before_its_loop(
+    engine: Engine, executors: Executors, tmp_path: Path
+) -> None:
+    """The modules, engine and service made at start-up are out of the collector's
+    full passes (``rota.runtime.heap``): a handler in the process sees them frozen."""
+    out = tmp_path / "frozen.txt"
+    spec = job_type("heap", handler=f"{H}:heap_frozen")
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args={"file": str(out)})
+    proc = executors.start(ready=True)
+    wait_for(lambda: states(engine)[job_id] == "SUCCEEDED", timeout=30, what="the job")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    # An executor makes some tens of thousands of objects as it starts.
+    assert int(out.read_text()) > 10_000
 
 
 def test_sigkilled_executors_jobs_are_claimed_again_after_the_lease(

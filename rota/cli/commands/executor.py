@@ -29,6 +29,7 @@ from rota.executor.service import (
 )
 from rota.executor.slots import PREFETCH_AT_LEAST, PREFETCH_PER_SLOT
 from rota.executor.upkeep import DEFAULT_REINDEX_INTERVAL
+from rota.runtime.heap import settle_heap
 
 
 def register(subparsers: Any) -> None:
@@ -134,5 +135,6 @@ def run(args: argparse.Namespace) -> int:
         )
         if health is not None:
             health.watch(executor.liveness)
+        settle_heap()
         executor.run(stop, hurry)
     return EXIT_OK

@@ -39,6 +39,7 @@ from rota.core.queries.job_types import load_job_types
 from rota.executor.service import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, Executor
 from rota.migrations.runner import upgrade
 from rota.runtime.events import emit
+from rota.runtime.heap import settle_heap
 from rota.runtime.outage import DatabaseUnusable, Outage
 from rota.scheduler.apply import apply_file
 from rota.scheduler.service import SchedulerService
@@ -158,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         server = None
         if access is not None:
             server = serve_in_background(engine, args.serve_host, args.serve_port, access)
+        settle_heap()
         try:
             executor.run(stop, hurry)
         finally:

@@ -19,6 +19,7 @@ from rota.cli.common import (
     open_database,
 )
 from rota.cli.listen_option import add_listen_option, use_listen_url
+from rota.runtime.heap import settle_heap
 from rota.scheduler.service import DEFAULT_MAX_SLEEP, SchedulerService
 from rota.scheduler.tick import DEFAULT_BATCH_JOBS, DEFAULT_BATCH_SCHEDULES
 
@@ -76,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
         )
         if health is not None:
             health.watch(service.liveness)
+        settle_heap()
         service.run(stop)
     return EXIT_OK

@@ -31,6 +31,7 @@ from rota.cli.common import (
 )
 from rota.cli.listen_option import add_listen_option
 from rota.runtime.events import emit
+from rota.runtime.heap import settle_heap
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -156,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         install_stop_handlers(threading.Event())
         try:
             app = create_app(engine, tokens=access.tokens, hosts=access.hosts)
+            settle_heap()
             make_server(app).run(sockets=[sock])
         finally:
             sock.close()
