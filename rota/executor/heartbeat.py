@@ -59,8 +59,7 @@ from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.executor")
 
-# The shortest time between two passes planned by deadlines (a wake-up through
-# ``due_by`` passes at once): deadlines a few ms apart share one pass.
+# The shortest time between two passes: deadlines a few ms apart share one pass.
 TICK_SECONDS = 0.05
 # The longest: the registry row and liveness are refreshed on every pass (a third
 # of the registry interval, when that is shorter).
@@ -111,7 +110,9 @@ class Heartbeat(BackgroundLoop):
 
     def due_by(self, when: float) -> None:
         """Something held needs a pass by ``when`` (monotonic): wake sooner if the next
-        pass is planned later. Cheap when it is not: a comparison."""
+        pass is planned later. Cheap when it is not: a comparison. Passes stay
+        ``TICK_SECONDS`` apart whatever ``when`` says (a deadline already past,
+        reported again and again, must not make the loop spin)."""
         if when >= self._next_pass:
             return
         with self._plan_lock:
@@ -123,27 +124,33 @@ class Heartbeat(BackgroundLoop):
         self._nudged.set()
 
     def _run(self) -> None:
+        last = -math.inf  # when the last pass started
         while True:
             with self._plan_lock:
-                wake_at = self._next_pass
-            self._nudged.wait(max(0.0, wake_at - time.monotonic()))
+                # Cleared before the stop is looked at: ``signal_stop`` sets the stop,
+                # then the event, so neither can be missed.
+                self._nudged.clear()
+                wake_at = max(self._next_pass, last + TICK_SECONDS)
             if self._stop.is_set():
                 return
-            started = time.monotonic()
+            left = wake_at - time.monotonic()
+            if left > 0:
+                self._nudged.wait(left)  # a new deadline or the stop: look again
+                continue
+            last = time.monotonic()
             with self._plan_lock:
                 # From here on a new deadline (``due_by``) wakes the next wait: the
                 # pass may read the held jobs before it is set.
                 self._next_pass = math.inf
-                self._nudged.clear()
             try:
                 self.beat_once()
             except Exception:  # never let the heartbeat thread die
                 log.exception("heartbeat failed")
             if self._on_pass is not None:
                 self._on_pass()
-            planned = min(self._planned, started + self._idle_tick)
+            planned = min(self._planned, last + self._idle_tick)
             with self._plan_lock:
-                self._next_pass = min(self._next_pass, max(planned, started + TICK_SECONDS))
+                self._next_pass = min(self._next_pass, planned)
 
     def _poll_cancellations(self, live: list[HeldJob], mono: float) -> None:
         self._cancel_poll_at = mono + CANCEL_POLL_SECONDS

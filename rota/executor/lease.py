@@ -112,6 +112,7 @@ class HeldJob:
 
     def set_progress(self, stage: str | None, done: int | None, total: int | None) -> None:
         with self._lock:
+            first = self._progress is None
             old = self._progress or (None, None, None)
             self._progress = (
                 stage if stage is not None else old[0],
@@ -119,7 +120,7 @@ class HeldJob:
                 total if total is not None else old[2],
             )
         watch = self.watch
-        if watch is not None:
+        if first and watch is not None:  # later reports ride on the same renewal
             watch(self.renewed_at + PROGRESS_SECONDS)
 
     @property

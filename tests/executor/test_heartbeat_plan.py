@@ -4,7 +4,9 @@
   passed every 50 ms, looking at every held job each time);
 * an execution timeout that begins after the next pass was planned (the
   handler starts) is still kept on time;
-* progress reported after the plan reaches the row within about half a second.
+* progress reported after the plan reaches the row within about half a second;
+* a deadline already past, named again and again, does not make it spin;
+* a stop ends it at once wherever in the loop it lands.
 
 The windows below are what is counted in, not waits for a state.
 """
@@ -12,6 +14,7 @@ The windows below are what is counted in, not waits for a state.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +24,7 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.core.config import JobTypeSpec
-from rota.executor.heartbeat import Heartbeat
+from rota.executor.heartbeat import TICK_SECONDS, Heartbeat
 from rota.executor.lease import PROGRESS_SECONDS, HeldJob
 from rota.executor.transactions import LoopConnection
 from tests.support.executor_support import (
@@ -121,3 +124,58 @@ def test_progress_reported_after_the_plan_reaches_the_row_in_half_a_second(
     seen = time.monotonic()
     # Due half a second after the last renewal (the claim), then one statement.
     assert seen - reported < PROGRESS_SECONDS + 0.3, seen - reported
+
+
+def test_deadlines_already_past_do_not_make_it_spin(
+    engine: Engine, watch: Callable[[list[HeldJob]], Watch]
+) -> None:
+    """A handler that keeps reporting progress while its renewal waits (an outage's
+    retry, a timed-out job) names a deadline already past each time: passes stay
+    ``TICK_SECONDS`` apart (they ran back to back, 900 a second)."""
+    helds = _held(engine, job_type("past"), 1)
+    w = watch(helds)
+    wait_for(lambda: w.passes, timeout=5, what="the first pass")
+    before = len(w.passes)
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:  # the window the passes are counted in
+        w.heartbeat.due_by(time.monotonic() - 10.0)
+        time.sleep(0.001)
+    assert len(w.passes) - before <= 1.0 / TICK_SECONDS + 2, len(w.passes) - before
+
+
+class _StopAtAcquire:
+    """A plan lock that signals the heartbeat's stop as its own thread takes the lock
+    for the ``n``-th time: the stop lands at that point of the loop."""
+
+    def __init__(self, n: int) -> None:
+        self._lock = threading.Lock()
+        self._n = n
+        self.heartbeat: Heartbeat | None = None
+        self.stopped_at: float | None = None
+
+    def __enter__(self) -> bool:
+        if threading.current_thread().name == "rota-heartbeat" and self.heartbeat is not None:
+            self._n -= 1
+            if self._n == 0:
+                self.heartbeat.signal_stop()
+                self.stopped_at = time.monotonic()
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+@pytest.mark.parametrize("n", range(1, 7))
+def test_a_stop_anywhere_in_the_loop_ends_it_at_once(engine: Engine, n: int) -> None:
+    """Wherever ``signal_stop`` lands, the thread ends within a pass, not after the
+    planned wait (a second): it once cleared the stop's wake-up right after looking."""
+    hb = Heartbeat(LoopConnection(engine), OWNER, list, lambda held, why: None, lambda held: None)
+    lock = _StopAtAcquire(n)
+    hb._plan_lock = lock  # type: ignore[assignment]
+    lock.heartbeat = hb
+    hb.start()
+    try:
+        wait_for(lambda: lock.stopped_at is not None, timeout=5, what="the stop")
+        assert hb.join(0.5), "the heartbeat still runs half a second after its stop"
+    finally:
+        hb.stop()
