@@ -23,8 +23,8 @@ per process, not per job), so ``ctx.checkpoint()`` raises within about a second
 of ``rota cancel``, not only at the next renewal.
 
 It does not tick on a short period: each pass plans the next at the nearest
-of every held job's deadlines (``HeldJob.next_due``: its renewal, its pending
-progress, its execution timeout), the next cancel poll, and a second at most
+of every held job's deadlines (``HeldJob.renewal_due``: its renewal or pending
+progress; ``timeout_at``; ``local_deadline``), the next cancel poll, and a second at most
 (the registry row and liveness are refreshed on every pass). A deadline that
 comes into being later wakes it through ``due_by``: a claim, a handler's start,
 its progress. A 50 ms tick over every held job took 13% of the CPU of an
