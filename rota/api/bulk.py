@@ -43,9 +43,11 @@ from rota.operations.jobs import (
     BulkInterrupted,
     BulkResult,
     StateNotAllowed,
+    UnknownName,
     bulk_cancel,
     bulk_replay,
     cancel_states,
+    check_names,
     count_up_to,
     replay_states,
 )
@@ -100,8 +102,9 @@ BULK_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "the body is not JSON"},
     413: {"description": "the body is too large"},
     422: {
-        "description": "no filter, a bad value, a state the action cannot apply to, or more "
-        "jobs match than max (nothing done; matching says how many)"
+        "description": "no filter, a bad value, a state the action cannot apply to, a job "
+        "type or schedule stored nowhere, or more jobs match than max (nothing done; "
+        "matching says how many)"
     },
     503: {"description": "a batch failed: what the committed batches did stays (done)"},
 }
@@ -179,8 +182,13 @@ def _bulk(request: Request, body: BulkRequest, states_of: StatesOf, run: Run) ->
             )
         try:
             where = replace(where, states=states_of(where))
+            check_names(conn, where)
         except StateNotAllowed as exc:
             raise Problem(422, "Invalid request", f"state: {exc}", type=INVALID_REQUEST) from None
+        except UnknownName as exc:
+            raise Problem(
+                422, "Invalid request", f"{exc.field}: {exc}", type=INVALID_REQUEST
+            ) from None
         matching = count_up_to(conn, where, limit)
     if body.dry_run:
         return {"dry_run": True, "matching": matching, "max": limit, "over_max": matching > limit}

@@ -17,11 +17,10 @@ from sqlalchemy import Connection
 
 from rota.cli.common import UserError, checked_arg
 from rota.core.durations import DurationError, DurationTooLong, parse_duration
-from rota.core.queries.job_types import get_job_types, load_job_types
 from rota.core.queries.jobs_read import JobFilter, database_now
-from rota.core.queries.schedules import get_schedule, schedule_names
 from rota.core.states import ALL_STATES
 from rota.core.timefmt import parse_instant
+from rota.operations.jobs import UnknownName, check_names
 
 
 def add_filter_options(parser: argparse.ArgumentParser, *, states_help: str | None = None) -> None:
@@ -89,23 +88,17 @@ def parse_since(text: str, now: datetime) -> datetime:
         ) from None
 
 
+_OPTION = {"job_type": "--type", "schedule": "--schedule"}
+
+
 def job_filter(conn: Connection, args: argparse.Namespace) -> JobFilter:
     """The filter the options describe; names that exist nowhere are refused (exit 2)."""
     types = tuple(dict.fromkeys(checked_arg("--type", t) for t in args.type or ()))
     schedules = tuple(dict.fromkeys(checked_arg("--schedule", s) for s in args.schedule or ()))
     states = parse_states(args.state)
-    stored = get_job_types(conn, types)
-    missing_types = [t for t in types if t not in stored]
-    if missing_types:
-        known = sorted(load_job_types(conn))
-        name = missing_types[0]
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise UserError(f"--type: unknown job type {name[:80]!r}{hint}")
-    for name in schedules:
-        if get_schedule(conn, name) is None:
-            from rota.operations.schedules import UnknownSchedule  # only on this error path
-
-            raise UserError(f"--schedule: {UnknownSchedule(name, schedule_names(conn))}")
+    try:
+        check_names(conn, JobFilter(job_types=types, schedules=schedules))
+    except UnknownName as exc:
+        raise UserError(f"{_OPTION[exc.field]}: {exc}") from None
     since = parse_since(args.since, database_now(conn)) if args.since else None
     return JobFilter(states=states, job_types=types, schedules=schedules, created_since=since)

@@ -23,6 +23,10 @@ leaves the lock free for as long as the batch held it, at most
 ``SQLITE_YIELD_MAX``: the bulk operation takes at most about half of the
 write lock's time while others wait for it.
 
+A filter that names a job type or schedule stored nowhere is refused before
+anything is counted or changed (``check_names``): a typo must not look like
+"no jobs".
+
 A batch that fails (the database went away, a deadlock with an executor)
 raises ``BulkInterrupted`` with what the committed batches did: running the
 same operation again goes on from there, since the jobs already changed no
@@ -31,6 +35,7 @@ longer match.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import time
 import uuid
@@ -44,6 +49,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.job_ids import NoSuchJob, resolve_job_id
+from rota.core.queries.job_types import get_job_types, load_job_types
 from rota.core.queries.jobs_control import (
     CANCELLABLE,
     REPLAYABLE,
@@ -54,6 +60,7 @@ from rota.core.queries.jobs_control import (
     request_cancel,
 )
 from rota.core.queries.jobs_read import JobFilter, count_by_state, count_matches, job_ids_after
+from rota.core.queries.schedules import get_schedule, schedule_names
 from rota.core.states import JobState
 from rota.runtime.events import emit
 
@@ -71,6 +78,31 @@ _EVENTS = {
 
 class StateNotAllowed(ValueError):
     """A bulk filter names states the operation cannot apply to (bad input)."""
+
+
+class UnknownName(LookupError):
+    """A filter names a job type or schedule that is stored nowhere (bad input)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field  # "job_type" or "schedule"
+
+
+def check_names(conn: Connection, where: JobFilter) -> None:
+    """Raise ``UnknownName`` for the first job type or schedule of ``where`` stored
+    nowhere, with the close names."""
+    stored = get_job_types(conn, where.job_types) if where.job_types else {}
+    for name in where.job_types:
+        if name not in stored:
+            close = difflib.get_close_matches(name, sorted(load_job_types(conn)), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise UnknownName("job_type", f"unknown job type {name[:80]!r}{hint}")
+    for name in where.schedules:
+        if get_schedule(conn, name) is None:
+            # Only on this error path: the schedules module brings the scheduler's rules.
+            from rota.operations.schedules import UnknownSchedule
+
+            raise UnknownName("schedule", str(UnknownSchedule(name, schedule_names(conn))))
 
 
 @dataclass(frozen=True)

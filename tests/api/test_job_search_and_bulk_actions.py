@@ -178,6 +178,28 @@ def test_bulk_cancel_goes_by_the_same_filters(api: httpx.Client, engine: Engine)
     assert r.status_code == 422 and "cannot be replayed" in r.json()["detail"]
 
 
+@pytest.mark.parametrize("action", ["cancel", "replay"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_bulk_action_naming_a_type_or_schedule_that_exists_nowhere_is_refused(
+    api: httpx.Client, engine: Engine, action: str, dry_run: bool
+) -> None:
+    """A typo must not look like "no jobs": as ``rota cancel --type``, 422 with the
+    close names, and nothing done."""
+    ids = add_jobs(engine, job_type("t"), 2)
+    body = {"state": "QUEUED" if action == "cancel" else "FAILED", "dry_run": dry_run}
+    r = api.post(f"/jobs/{action}", json={**body, "job_type": "tt"})
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == PROBLEM_JSON
+    assert r.json()["detail"] == "job_type: unknown job type 'tt'; did you mean 't'?"
+    r = api.post(f"/jobs/{action}", json={**body, "schedule": "nightly\u00e9"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("schedule: unknown schedule 'nightly\u00e9'"), r.text
+    assert "rota apply" in r.json()["detail"]  # no schedule exists yet: how to make one
+    assert set(states(engine, ids).values()) == {"QUEUED"}
+    with engine.connect() as conn:
+        assert conn.execute(select(operator_actions)).first() is None
+
+
 def test_bulk_refuses_more_jobs_than_max_and_changes_nothing(
     api: httpx.Client, engine: Engine
 ) -> None:
