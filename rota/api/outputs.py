@@ -3,8 +3,8 @@
 ``n`` counts the job's attempts from 1, in the order they started (the
 attempts of ``GET /jobs/{id}``, in their order). The body is the text as kept
 (``text/plain; charset=utf-8``): the last 64 KiB of a ``command:``'s stdout
-and stderr, or of a Python handler's log records; empty when the attempt
-wrote nothing or has not ended yet (the output is written with the outcome).
+and stderr, or of a Python handler's log records; while the attempt runs,
+what it wrote up to its last lease renewal; empty when it wrote nothing.
 ``Rota-Output-Dropped-Bytes`` says how many bytes came before the tail.
 A job or attempt that does not exist is a 404 problem. A viewer may read it
 (``access``: every GET).
@@ -48,7 +48,8 @@ def _attempt_number(text: str) -> int | None:
     responses={
         200: {
             "description": f"the last {ATTEMPT_OUTPUT_MAX_BYTES // 1024} KiB the attempt's "
-            "handler wrote, as UTF-8 text; empty when it wrote nothing or has not ended",
+            "handler wrote (while it runs: up to its last lease renewal), as UTF-8 text; "
+            "empty when it wrote nothing",
             "content": {"text/plain": {"schema": {"type": "string"}}},
             "headers": {
                 DROPPED_HEADER: {

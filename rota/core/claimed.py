@@ -47,10 +47,13 @@ class ClaimedJob(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Renewal:
-    """One lease to renew, with progress to store (None leaves a field as it is)."""
+    """One lease to renew, with progress to store (None leaves a field as it is), and
+    the tail of what the attempt wrote so far (None: nothing new since the last)."""
 
     job_id: uuid.UUID
     generation: int
     stage: str | None = None
     done: int | None = None
     total: int | None = None
+    output: str | None = None
+    output_dropped: int = 0  # bytes written before that tail

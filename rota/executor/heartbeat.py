@@ -249,9 +249,14 @@ class Heartbeat(BackgroundLoop):
                     todo += [part[mid:], part[:mid]]
                     continue
                 (one,) = part
-                if one.stage is not None or one.done is not None or one.total is not None:
+                if (
+                    one.stage is not None
+                    or one.done is not None
+                    or one.total is not None
+                    or one.output is not None
+                ):
                     log.warning(
-                        "progress of job %s was refused and dropped: %s",
+                        "progress or output of job %s was refused and dropped: %s",
                         one.job_id,
                         short_error(exc)[:500],
                     )

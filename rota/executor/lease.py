@@ -55,6 +55,7 @@ class HeldJob:
     watch: Callable[[float], None] | None = None
     _settled: bool = False
     _progress: tuple[str | None, int | None, int | None] | None = None
+    _output_sent: int = 0  # the output's ``written`` when a renewal last took its tail
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -134,25 +135,39 @@ class HeldJob:
         return progress
 
     def renewal(self) -> Renewal:
-        """The renewal to send, taking any pending progress with it.
+        """The renewal to send, taking any pending progress with it, and the tail of
+        the output when the handler wrote more since the last renewal took it (an
+        operator sees a running attempt's output at most a renewal interval late).
 
         Once the job is settled its pending progress stays for the outcome
-        (``take_progress``): a renewal sent after the outcome is written
-        matches no row, and would lose it.
+        (``take_progress``), and the outcome carries the output: a renewal sent
+        after the outcome is written matches no row, and would lose them.
         """
         with self._lock:
             if self._settled:
                 progress = None
             else:
                 progress, self._progress = self._progress, None
+            tail = self.output
+            written = 0 if tail is None or self._settled else tail.written
+            fresh = written > self._output_sent
+            if fresh:
+                self._output_sent = written
         stage, done, total = progress or (None, None, None)
         c = self.claimed
-        return Renewal(c.job_id, c.lease_generation, stage, done, total)
+        kept = tail.snapshot() if fresh and tail is not None else None
+        if kept is None:
+            return Renewal(c.job_id, c.lease_generation, stage, done, total)
+        return Renewal(
+            c.job_id, c.lease_generation, stage, done, total, kept.text, kept.dropped_bytes
+        )
 
     def restore_progress(self, renewal: Renewal) -> None:
-        """Put back progress a failed heartbeat did not store."""
-        if renewal.stage is None and renewal.done is None and renewal.total is None:
-            return
+        """Put back progress (and output) a failed heartbeat did not store."""
         with self._lock:
+            if renewal.output is not None:
+                self._output_sent = 0  # the next renewal sends the tail again
+            if renewal.stage is None and renewal.done is None and renewal.total is None:
+                return
             if self._progress is None:
                 self._progress = (renewal.stage, renewal.done, renewal.total)

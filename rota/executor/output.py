@@ -95,6 +95,11 @@ class OutputTail:
             while self._size - len(self._chunks[0]) >= self._limit:
                 self._size -= len(self._chunks.popleft())
 
+    @property
+    def written(self) -> int:
+        """Bytes ever written: a lease renewal sends the tail when this has grown."""
+        return self._written
+
     def write_record(self, record: logging.LogRecord) -> None:
         self.write(record_text(record))
 

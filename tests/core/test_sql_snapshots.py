@@ -66,7 +66,7 @@ STATEMENTS: dict[str, Callable[[], str]] = {
         schedule_outcomes._by_id(pg=False),
     ),
     "renew.postgresql": lambda: _render(jobs_lease._pg_renew()),
-    "renew.sqlite": lambda: _render(jobs_lease._sqlite_renew()),
+    "renew.sqlite": lambda: _render(jobs_lease._sqlite_renew(), jobs_lease._SQLITE_KEEP_OUTPUT),
     "sweep.postgresql": lambda: _render(jobs_lease._pg_sweep()),
     "sweep.sqlite": lambda: _render(
         jobs_lease._sqlite_sweep(),

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, func, select
 
+from rota.core.claimed import ClaimedJob
 from rota.core.config import Isolation, JobTypeSpec
 from rota.core.queries.attempt_output import AttemptOutput, attempt_output
 from rota.core.queries.jobs_outcome import Finish, Finished, LeaseLost, finish_if_lease_held
@@ -23,6 +26,7 @@ from rota.core.queries.jobs_prune import PruneRule, prune_finished_batch
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.storable import ATTEMPT_OUTPUT_MAX_BYTES
 from rota.core.tables import job_attempt_output
+from rota.executor.lease import HeldJob
 from rota.executor.output import OutputTail
 from tests.handlers import output as handlers
 from tests.support.executor_support import (
@@ -260,3 +264,70 @@ def _record_lines(text: str) -> list[str]:
 
 def _when(line: str) -> datetime:
     return datetime.fromisoformat(line.split(" ", 1)[0].replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize("kind", ["command", "handler"])
+def test_a_running_attempts_output_is_kept_with_its_lease_renewals(
+    engine: Engine, start_executor: StartExecutor, tmp_path: Path, kind: str
+) -> None:
+    """An operator reads what a running attempt wrote so far, at most a renewal
+    interval late (a third of the lease); the outcome's output replaces it."""
+    gate = tmp_path / "go"
+    if kind == "command":
+        script = f"echo started; while [ ! -e '{gate}' ]; do sleep 0.05; done; echo ending"
+        spec = JobTypeSpec(name="cmd", command=("sh", "-c", script), lease=timedelta(seconds=3))
+        args = None
+    else:
+        spec = job_type("gated", handler=f"{H}:gated", lease=timedelta(seconds=3))
+        args = {"gate": str(gate)}
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec, args=args)
+    start_executor()
+
+    def said_so_far() -> bool:
+        with engine.connect() as conn:
+            kept = attempt_output(conn, job_id)
+        return kept is not None and "started\n" in kept.output
+
+    wait_for(said_so_far, timeout=10, what="the output so far")
+    running = output_of(engine, job_id)
+    assert running.outcome is None and "ending" not in running.output
+    gate.touch()
+    wait_for(state_is(engine, job_id, "SUCCEEDED"), what="SUCCEEDED")
+    kept = output_of(engine, job_id)
+    assert kept.outcome == "SUCCEEDED"
+    assert kept.output.endswith("ending\n") and kept.output.count("started\n") == 1
+    assert kept_rows(engine) == 1
+
+
+def test_a_renewal_takes_the_tail_only_when_there_is_more_and_again_after_a_failed_one() -> None:
+    claimed = ClaimedJob(
+        job_id=uuid.uuid4(),
+        job_type="t",
+        pool="default",
+        lease_generation=3,
+        attempt=1,
+        max_attempts=5,
+        lease_seconds=60.0,
+        idempotent=True,
+        needs_reconcile=False,
+        payload_ref=None,
+        args={},
+        scheduled_for=None,
+        covers_from=None,
+        covers_count=None,
+        last_error_code=None,
+        tenant=None,
+        concurrency_key=None,
+    )
+    held = HeldJob(claimed, None, renewed_at=time.monotonic(), output=OutputTail())
+    assert held.renewal().output is None  # nothing written yet
+    held.output.write("one\n")  # type: ignore[union-attr]
+    first = held.renewal()
+    assert (first.output, first.output_dropped, first.generation) == ("one\n", 0, 3)
+    assert held.renewal().output is None  # nothing more since
+    held.restore_progress(first)  # that renewal never reached the database
+    assert held.renewal().output == "one\n"
+    held.output.write("two\n")  # type: ignore[union-attr]
+    assert held.settle()
+    assert held.renewal().output is None  # settled: the outcome carries the output

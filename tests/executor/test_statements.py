@@ -794,6 +794,8 @@ def test_batched_fenced_writes_find_their_rows_by_key_whatever_the_statistics_sa
                 "stages": [None] * n,
                 "dones": [None] * n,
                 "totals": [None] * n,
+                "outputs": ["so far"] * n,
+                "dropped": [0] * n,
             },
         ),
     }
@@ -815,3 +817,42 @@ def test_batched_fenced_writes_find_their_rows_by_key_whatever_the_statistics_sa
             ).scalar_one()[0]["Plan"]
             conn.rollback()
         assert _join_filter_rows(plan) < 10 * n, (name, _join_filter_rows(plan))
+
+
+def test_a_renewal_keeps_the_running_attempts_output_under_its_fence(
+    engine: Engine, spec: JobTypeSpec
+) -> None:
+    """What a running attempt wrote so far rides on its lease renewals: kept (replacing
+    the last) while the lease is held, never by another owner, an older generation or
+    after the outcome, and the outcome's own output replaces it."""
+    from rota.core.queries.attempt_output import attempt_output
+
+    add_jobs(engine, spec, 1)
+    (c,) = claim(engine)
+
+    def renew(
+        text: str, dropped: int = 0, owner: str = OWNER, gen: int | None = None
+    ) -> set[uuid.UUID]:
+        with engine.begin() as conn:
+            generation = c.lease_generation if gen is None else gen
+            renewal = Renewal(c.job_id, generation, output=text, output_dropped=dropped)
+            return set(renew_leases_if_held(conn, owner=owner, renewals=[renewal]))
+
+    def kept() -> tuple[str | None, str, int]:
+        with engine.connect() as conn:
+            out = attempt_output(conn, c.job_id)
+        assert out is not None
+        return out.outcome, out.output, out.dropped_bytes
+
+    assert renew("line 1\n") == {c.job_id}
+    assert kept() == (None, "line 1\n", 0)
+    assert renew("line 2\n", dropped=7) == {c.job_id}
+    assert kept() == (None, "line 2\n", 7)
+    assert renew("not mine\n", owner="host:2:other") == set()
+    assert renew("stale\n", gen=c.lease_generation - 1) == set()
+    assert kept() == (None, "line 2\n", 7)
+    done = success(c)._replace(output="final\n", output_dropped=14)
+    assert finish(engine, done) == {c.job_id}
+    assert kept() == ("SUCCEEDED", "final\n", 14)
+    assert renew("late\n") == set()
+    assert kept() == ("SUCCEEDED", "final\n", 14)

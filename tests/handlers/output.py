@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any
 
@@ -52,3 +53,12 @@ def loud(ctx: Any) -> None:
     """Log numbered lines, far more than an attempt keeps."""
     for i in range(int(ctx.args["lines"])):
         ctx.log.info("line %06d %s", i, "x" * 60)
+
+
+def gated(ctx: Any) -> None:
+    """Say it started, wait for the file ``gate`` (at most 30 s), say it is ending."""
+    ctx.log.info("started")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(ctx.args["gate"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ctx.log.info("ending")

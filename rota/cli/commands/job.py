@@ -103,7 +103,8 @@ def _print_output(job_id: object, kept: AttemptOutput, as_json: bool) -> int:
         )
     if kept.outcome is None:
         print(
-            f"(attempt {kept.number} is still running: its output is kept when it ends)",
+            f"(attempt {kept.number} is still running: its output up to its last lease "
+            "renewal follows)",
             file=sys.stderr,
         )
     # A terminal gets the control characters shown; a pipe or a file gets them as kept.

@@ -1,7 +1,9 @@
 """Reading one attempt's output (``job_attempt_output``).
 
-The rows are written with the attempt's outcome (``jobs_outcome``) and
-deleted with the job (``jobs_prune``); this module only reads them. Attempts
+A running attempt's row is written with its lease renewals (``jobs_lease``),
+each tail replacing the last, then with its outcome (``jobs_outcome``), which
+replaces it in turn (``KEEP_OUTPUT_CONFLICT``); the rows are deleted with the
+job (``jobs_prune``). Attempts
 are numbered as people count them: 1 for the job's first attempt row, in the
 order they started (the order of their lease generations, which every claim
 raises), whatever their outcome, a release at shutdown included.
@@ -17,13 +19,18 @@ from sqlalchemy import Connection, and_, func, select
 from rota.core.storable import BIGINT_MAX
 from rota.core.tables import job_attempt_output, job_attempts
 
+# How a write of an attempt's output meets the row a renewal kept before: replaced.
+KEEP_OUTPUT_CONFLICT = """
+        ON CONFLICT (job_id, lease_generation) DO UPDATE
+        SET output = excluded.output, dropped_bytes = excluded.dropped_bytes"""
+
 
 @dataclass(frozen=True)
 class AttemptOutput:
     number: int  # 1 for the job's first attempt
     lease_generation: int
-    outcome: str | None  # None while the attempt runs: its output is written when it ends
-    output: str  # "" when the attempt wrote nothing (or has not ended)
+    outcome: str | None  # None while the attempt runs
+    output: str  # "" when the attempt wrote nothing (while it runs: nothing renewed yet)
     dropped_bytes: int  # bytes written before ``output``, not kept
 
 

@@ -4,9 +4,12 @@
 worker holds, each fenced on its own (id, generation, owner, a leased state,
 and a lease that has not yet expired: a heartbeat never revives an expired
 claim). It also stores progress reported since the last beat (the stage made
-storable: cut to its column, NUL and lone surrogates replaced), and returns the
-state of each renewed job, so a CANCEL_REQUESTED reaches the worker. A job
-missing from the result has lost its lease.
+storable: cut to its column, NUL and lone surrogates replaced) and the tail of
+what each attempt has written so far, when it wrote more since the last beat
+(its ``job_attempt_output`` row, replaced by the next tail and by the
+outcome's: ``jobs_outcome``), for the renewed leases only. It returns the state
+of each renewed job, so a CANCEL_REQUESTED reaches the worker. A job missing
+from the result has lost its lease.
 
 ``sweep_expired_leases`` is the sweeper, safe to run from every executor at
 once: one guarded UPDATE re-checks state and expiry by the database clock in
@@ -29,6 +32,7 @@ from functools import cache
 from sqlalchemy import Connection, TextClause, text
 
 from rota.core.claimed import Renewal
+from rota.core.queries.attempt_output import KEEP_OUTPUT_CONFLICT
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
 from rota.core.queries.sqlparams import (
@@ -43,7 +47,7 @@ from rota.core.queries.sqlparams import (
 )
 from rota.core.sqltime import read_utc
 from rota.core.states import LEASED_SQL, TERMINAL, JobState
-from rota.core.storable import PROGRESS_STAGE_MAX, storable_text
+from rota.core.storable import ATTEMPT_OUTPUT_MAX_BYTES, PROGRESS_STAGE_MAX, storable_text
 
 SWEEP_BATCH = 1000
 
@@ -83,14 +87,23 @@ def _pg_renew() -> TextClause:
             SELECT *, {PG_BATCH_COLUMNS}, {PG_NOW} AS now
             FROM unnest(
                 CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:stages AS text[]),
-                CAST(:dones AS bigint[]), CAST(:totals AS bigint[])
-            ) AS b(job_id, gen, stage, done, total)
+                CAST(:dones AS bigint[]), CAST(:totals AS bigint[]), CAST(:outputs AS text[]),
+                CAST(:dropped AS bigint[])
+            ) AS b(job_id, gen, stage, done, total, output, dropped)
+        ),
+        renewed AS (
+            UPDATE jobs AS j SET {_renew_set("j", PG_NOW, pg_now_plus("j.lease_seconds"))}
+            FROM b
+            WHERE {pg_batch_fence("j")}
+              AND j.lease_expires_at > b.now
+            RETURNING j.job_id, j.state, j.lease_generation, b.output, b.dropped
+        ),
+        kept AS (
+            INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+            SELECT job_id, lease_generation, output, dropped FROM renewed
+            WHERE output IS NOT NULL{KEEP_OUTPUT_CONFLICT}
         )
-        UPDATE jobs AS j SET {_renew_set("j", PG_NOW, pg_now_plus("j.lease_seconds"))}
-        FROM b
-        WHERE {pg_batch_fence("j")}
-          AND j.lease_expires_at > b.now
-        RETURNING j.job_id, j.state
+        SELECT job_id, state FROM renewed
     """)
 
 
@@ -112,6 +125,15 @@ def _sqlite_renew() -> TextClause:
     """)
 
 
+# Only for the leases the renewal kept: the batch holds those, with their output.
+_SQLITE_KEEP_OUTPUT = text(f"""
+    INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+    SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
+           json_extract(value, '$.output'), json_extract(value, '$.dropped')
+    FROM json_each(:batch) WHERE true{KEEP_OUTPUT_CONFLICT}
+""")
+
+
 def renew_leases_if_held(
     conn: Connection, *, owner: str, renewals: Sequence[Renewal], now: datetime | None = None
 ) -> dict[uuid.UUID, JobState]:
@@ -121,6 +143,13 @@ def renew_leases_if_held(
     if any(r.stage is not None for r in renewals):
         renewals = [
             r if r.stage is None else replace(r, stage=storable_text(r.stage, PROGRESS_STAGE_MAX))
+            for r in renewals
+        ]
+    if any(r.output is not None for r in renewals):
+        renewals = [
+            r
+            if r.output is None
+            else replace(r, output=storable_text(r.output, ATTEMPT_OUTPUT_MAX_BYTES, keep="tail"))
             for r in renewals
         ]
     if is_pg(conn):
@@ -134,6 +163,8 @@ def renew_leases_if_held(
                 "stages": [r.stage for r in renewals],
                 "dones": [r.done for r in renewals],
                 "totals": [r.total for r in renewals],
+                "outputs": [r.output for r in renewals],
+                "dropped": [r.output_dropped for r in renewals],
             },
         ).all()
     else:
@@ -151,6 +182,19 @@ def renew_leases_if_held(
             _sqlite_renew(),
             {"owner": owner, "now": bind_now(conn, now), "batch": sqlite_batch(batch)},
         ).all()
+        renewed = {read_id(r[0]) for r in rows}
+        kept = [
+            {
+                "id": r.job_id.hex,
+                "gen": r.generation,
+                "output": r.output,
+                "dropped": r.output_dropped,
+            }
+            for r in renewals
+            if r.output is not None and r.job_id in renewed
+        ]
+        if kept:
+            conn.execute(_SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})
     return {read_id(r[0]): JobState(r[1]) for r in rows}
 
 

@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, TextClause, text
 
+from rota.core.queries.attempt_output import KEEP_OUTPUT_CONFLICT
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
 from rota.core.queries.server_functions import ServerFunction
@@ -186,7 +187,7 @@ def _pg_finish() -> TextClause:
         kept AS (
             INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
             SELECT job_id, lease_generation, output, dropped FROM done
-            WHERE output IS NOT NULL
+            WHERE output IS NOT NULL{KEEP_OUTPUT_CONFLICT}
         ),
         {pg_record_outcomes("done")}
         SELECT job_id, lease_generation, state FROM done
@@ -313,11 +314,11 @@ _SQLITE_CLOSE_ATTEMPTS = text(f"""
 """)
 
 # Only for outcomes the fence let through: the batch holds those, with their output.
-_SQLITE_KEEP_OUTPUT = text("""
+_SQLITE_KEEP_OUTPUT = text(f"""
     INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
     SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
            json_extract(value, '$.output'), json_extract(value, '$.dropped')
-    FROM json_each(:batch)
+    FROM json_each(:batch) WHERE true{KEEP_OUTPUT_CONFLICT}
 """)
 
 

@@ -1,5 +1,5 @@
 -- Rendered by tests/core/test_sql_snapshots.py (ROTA_UPDATE_SQL=1 rewrites it).
-CREATE FUNCTION rota_finish_3b9c3af04d62(p_owner text, p_now timestamptz, p_ids uuid[], p_gens bigint[], p_targets text[], p_outcomes text[], p_codes text[], p_details text[], p_delays double precision[], p_refunds integer[], p_reconciles boolean[], p_results text[], p_outputs text[], p_dropped bigint[], p_stages text[], p_dones bigint[], p_totals bigint[])
+CREATE FUNCTION rota_finish_75603ec4392d(p_owner text, p_now timestamptz, p_ids uuid[], p_gens bigint[], p_targets text[], p_outcomes text[], p_codes text[], p_details text[], p_delays double precision[], p_refunds integer[], p_reconciles boolean[], p_results text[], p_outputs text[], p_dropped bigint[], p_stages text[], p_dones bigint[], p_totals bigint[])
 RETURNS TABLE (job_id uuid, lease_generation bigint, state varchar)
 LANGUAGE plpgsql AS $rota$
 #variable_conflict use_column
@@ -56,6 +56,8 @@ RETURN QUERY WITH b AS MATERIALIZED (
             INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
             SELECT job_id, lease_generation, output, dropped FROM done
             WHERE output IS NOT NULL
+        ON CONFLICT (job_id, lease_generation) DO UPDATE
+        SET output = excluded.output, dropped_bytes = excluded.dropped_bytes
         ),
         recorded AS (
         INSERT INTO schedule_outcomes
@@ -90,4 +92,4 @@ RETURN QUERY WITH b AS MATERIALIZED (
 END
 $rota$;
 
-SELECT * FROM rota_finish_3b9c3af04d62(CAST(:owner AS text), CAST(:now AS timestamptz), CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]), CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]), CAST(:delays AS double precision[]), CAST(:refunds AS integer[]), CAST(:reconciles AS boolean[]), CAST(:results AS text[]), CAST(:outputs AS text[]), CAST(:dropped AS bigint[]), CAST(:stages AS text[]), CAST(:dones AS bigint[]), CAST(:totals AS bigint[]));
+SELECT * FROM rota_finish_75603ec4392d(CAST(:owner AS text), CAST(:now AS timestamptz), CAST(:ids AS uuid[]), CAST(:gens AS bigint[]), CAST(:targets AS text[]), CAST(:outcomes AS text[]), CAST(:codes AS text[]), CAST(:details AS text[]), CAST(:delays AS double precision[]), CAST(:refunds AS integer[]), CAST(:reconciles AS boolean[]), CAST(:results AS text[]), CAST(:outputs AS text[]), CAST(:dropped AS bigint[]), CAST(:stages AS text[]), CAST(:dones AS bigint[]), CAST(:totals AS bigint[]));

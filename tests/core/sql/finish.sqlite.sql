@@ -49,7 +49,9 @@ WHERE job_attempts.job_id = json_extract(b.value, '$.id')
 INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
 SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
        json_extract(value, '$.output'), json_extract(value, '$.dropped')
-FROM json_each(:batch);
+FROM json_each(:batch) WHERE true
+    ON CONFLICT (job_id, lease_generation) DO UPDATE
+    SET output = excluded.output, dropped_bytes = excluded.dropped_bytes;
 
 INSERT INTO schedule_outcomes
     (schedule_name, last_state, last_instant, last_finished_at, last_success_instant)

@@ -21,3 +21,10 @@ WHERE jobs.job_id = b.job_id
   AND jobs.state IN ('RUNNING', 'CANCEL_REQUESTED')
   AND jobs.lease_expires_at > coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
 RETURNING jobs.job_id, jobs.state;
+
+INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
+       json_extract(value, '$.output'), json_extract(value, '$.dropped')
+FROM json_each(:batch) WHERE true
+    ON CONFLICT (job_id, lease_generation) DO UPDATE
+    SET output = excluded.output, dropped_bytes = excluded.dropped_bytes;
