@@ -249,7 +249,8 @@ job_attempts = Table(
 
 # What one attempt's handler wrote (0016): the tail of a ``command:``'s stdout and
 # stderr, the log records of a Python handler. A row of its own, written with the
-# attempt's outcome and only when there was output: the attempt row keeps its
+# attempt's lease renewals while it runs and with its outcome, and only when there
+# was output: the attempt row keeps its
 # narrow width (it is rewritten in place when the attempt closes), and an attempt
 # that wrote nothing costs nothing here. Rows go with their attempt (CASCADE).
 job_attempt_output = Table(

@@ -10,7 +10,7 @@ the stream's name), each line tagged with the job's fields, never mixed raw
 into the executor's own output; a line longer than ``LINE_MAX_BYTES`` is
 logged in pieces, bytes that are not UTF-8 are replaced. Both streams also go,
 as they arrive, to the attempt's own output (``output``: the last 64 KiB are
-kept with its outcome).
+kept with its lease renewals and its outcome).
 It dies with the executor (``processes.die_with_parent``).
 A cancellation request sends SIGTERM to the group (SIGKILL after a grace
 period) and is then acknowledged; a lost lease, a timeout or a release at

@@ -193,7 +193,7 @@ class Heartbeat(BackgroundLoop):
         # One lease is due: renew them all in the same statement, which keeps the
         # held set on one cadence (one statement per interval, not one per claim).
         due = live
-        renewals = [h.renewal() for h in due]
+        renewals = [h.renewal(mono) for h in due]
         sent_at = time.monotonic()
         result, unsent, refused = self._renew(renewals, now)
         if unsent:  # database unreachable: the local deadlines protect us

@@ -56,6 +56,7 @@ class HeldJob:
     _settled: bool = False
     _progress: tuple[str | None, int | None, int | None] | None = None
     _output_sent: int = 0  # the output's ``written`` when a renewal last took its tail
+    _output_sent_at: float = -math.inf  # the monotonic time it did
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -134,10 +135,13 @@ class HeldJob:
             progress, self._progress = self._progress, None
         return progress
 
-    def renewal(self) -> Renewal:
-        """The renewal to send, taking any pending progress with it, and the tail of
-        the output when the handler wrote more since the last renewal took it (an
-        operator sees a running attempt's output at most a renewal interval late).
+    def renewal(self, mono: float) -> Renewal:
+        """The renewal to send at monotonic time ``mono``, taking any pending progress
+        with it, and the tail of the output when the handler wrote more since the last
+        renewal took it, at most once a renewal interval (a third of the lease):
+        progress makes renewals come every ``PROGRESS_SECONDS``, and a tail is up to
+        64 KiB a job. An operator sees a running attempt's output at most a renewal
+        interval late.
 
         Once the job is settled its pending progress stays for the outcome
         (``take_progress``), and the outcome carries the output: a renewal sent
@@ -150,9 +154,10 @@ class HeldJob:
                 progress, self._progress = self._progress, None
             tail = self.output
             written = 0 if tail is None or self._settled else tail.written
-            fresh = written > self._output_sent
+            interval = self.claimed.lease_seconds * RENEW_SHARE
+            fresh = written > self._output_sent and mono >= self._output_sent_at + interval
             if fresh:
-                self._output_sent = written
+                self._output_sent, self._output_sent_at = written, mono
         stage, done, total = progress or (None, None, None)
         c = self.claimed
         kept = tail.snapshot() if fresh and tail is not None else None
@@ -165,8 +170,8 @@ class HeldJob:
     def restore_progress(self, renewal: Renewal) -> None:
         """Put back progress (and output) a failed heartbeat did not store."""
         with self._lock:
-            if renewal.output is not None:
-                self._output_sent = 0  # the next renewal sends the tail again
+            if renewal.output is not None:  # the next renewal sends the tail again
+                self._output_sent, self._output_sent_at = 0, -math.inf
             if renewal.stage is None and renewal.done is None and renewal.total is None:
                 return
             if self._progress is None:

@@ -1,4 +1,4 @@
-"""Each attempt's own output: the tail of what its handler wrote, kept with its outcome.
+"""Each attempt's own output: the tail of what its handler wrote, kept as it runs.
 
 Every attempt a worker slot runs gets an ``OutputTail`` (``HeldJob.output``).
 While its handler runs, that tail is the current one of the slot's context

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -300,7 +299,9 @@ def test_a_running_attempts_output_is_kept_with_its_lease_renewals(
     assert kept_rows(engine) == 1
 
 
-def test_a_renewal_takes_the_tail_only_when_there_is_more_and_again_after_a_failed_one() -> None:
+def test_a_renewal_takes_the_tail_when_there_is_more_at_most_once_a_renewal_interval() -> None:
+    """Progress makes renewals come every half second: the tail (up to 64 KiB a job)
+    goes at most once a third of the lease, and again after a renewal that failed."""
     claimed = ClaimedJob(
         job_id=uuid.uuid4(),
         job_type="t",
@@ -308,7 +309,7 @@ def test_a_renewal_takes_the_tail_only_when_there_is_more_and_again_after_a_fail
         lease_generation=3,
         attempt=1,
         max_attempts=5,
-        lease_seconds=60.0,
+        lease_seconds=30.0,
         idempotent=True,
         needs_reconcile=False,
         payload_ref=None,
@@ -320,14 +321,25 @@ def test_a_renewal_takes_the_tail_only_when_there_is_more_and_again_after_a_fail
         tenant=None,
         concurrency_key=None,
     )
-    held = HeldJob(claimed, None, renewed_at=time.monotonic(), output=OutputTail())
-    assert held.renewal().output is None  # nothing written yet
-    held.output.write("one\n")  # type: ignore[union-attr]
-    first = held.renewal()
+    tail = OutputTail()
+    held = HeldJob(claimed, None, renewed_at=0.0, output=tail)
+    assert held.renewal(0.0).output is None  # nothing written yet
+    tail.write("one\n")
+    held.set_progress("load", 1, 10)
+    first = held.renewal(0.5)
     assert (first.output, first.output_dropped, first.generation) == ("one\n", 0, 3)
-    assert held.renewal().output is None  # nothing more since
-    held.restore_progress(first)  # that renewal never reached the database
-    assert held.renewal().output == "one\n"
-    held.output.write("two\n")  # type: ignore[union-attr]
+    assert held.renewal(0.6).output is None  # nothing more since
+    tail.write("two\n")
+    held.set_progress("load", 2, 10)
+    soon = held.renewal(1.0)  # progress is due, the tail is not: 10 s after the last
+    assert soon.done == 2 and soon.output is None
+    assert held.renewal(10.49).output is None
+    assert held.renewal(10.5).output == "one\ntwo\n"
+    tail.write("three\n")
+    unsent = held.renewal(30.0)
+    assert unsent.output is not None
+    held.restore_progress(unsent)  # that renewal never reached the database
+    assert held.renewal(30.5).output == "one\ntwo\nthree\n"
+    tail.write("four\n")
     assert held.settle()
-    assert held.renewal().output is None  # settled: the outcome carries the output
+    assert held.renewal(60.0).output is None  # settled: the outcome carries the output

@@ -317,11 +317,11 @@ def _context() -> JobContext:
 def test_progress_values_are_checked_and_cut_at_the_call() -> None:
     ctx = _context()
     ctx.progress(stage="S" * 250, done=3, total=2**63 - 1)
-    r = ctx._held.renewal()
+    r = ctx._held.renewal(time.monotonic())
     assert r.stage is not None and len(r.stage) == PROGRESS_STAGE_MAX and "[cut" in r.stage
     assert (r.done, r.total) == (3, 2**63 - 1)
     ctx.progress(stage="a\x00b\udc80")
-    assert ctx._held.renewal().stage == "a\\x00b\ufffd"
+    assert ctx._held.renewal(time.monotonic()).stage == "a\\x00b\ufffd"
     with pytest.raises(TypeError, match="stage"):
         ctx.progress(stage=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="done"):

@@ -103,8 +103,12 @@ def _print_output(job_id: object, kept: AttemptOutput, as_json: bool) -> int:
         )
     if kept.outcome is None:
         print(
-            f"(attempt {kept.number} is still running: its output up to its last lease "
-            "renewal follows)",
+            f"(attempt {kept.number} is still running: "
+            + (
+                "its output up to its last lease renewal follows)"
+                if kept.output
+                else "it had written nothing at its last lease renewal)"
+            ),
             file=sys.stderr,
         )
     # A terminal gets the control characters shown; a pipe or a file gets them as kept.

@@ -121,7 +121,7 @@ def _sqlite_renew() -> TextClause:
         UPDATE jobs SET {_renew_set("jobs", SQLITE_NOW, sqlite_now_plus("jobs.lease_seconds"))}
         FROM b
         WHERE {_renew_fence("jobs", SQLITE_NOW)}
-        RETURNING jobs.job_id, jobs.state
+        RETURNING jobs.job_id, jobs.state, jobs.lease_generation
     """)
 
 
@@ -182,7 +182,7 @@ def renew_leases_if_held(
             _sqlite_renew(),
             {"owner": owner, "now": bind_now(conn, now), "batch": sqlite_batch(batch)},
         ).all()
-        renewed = {read_id(r[0]) for r in rows}
+        renewed = {(read_id(r[0]), int(r[2])) for r in rows}
         kept = [
             {
                 "id": r.job_id.hex,
@@ -191,7 +191,7 @@ def renew_leases_if_held(
                 "dropped": r.output_dropped,
             }
             for r in renewals
-            if r.output is not None and r.job_id in renewed
+            if r.output is not None and (r.job_id, r.generation) in renewed
         ]
         if kept:
             conn.execute(_SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})

@@ -20,7 +20,7 @@ WHERE jobs.job_id = b.job_id
   AND jobs.lease_owner = :owner
   AND jobs.state IN ('RUNNING', 'CANCEL_REQUESTED')
   AND jobs.lease_expires_at > coalesce(:now, strftime('%Y-%m-%d %H:%M:%f000', 'now'))
-RETURNING jobs.job_id, jobs.state;
+RETURNING jobs.job_id, jobs.state, jobs.lease_generation;
 
 INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
 SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
