@@ -265,7 +265,7 @@ def _when(line: str) -> datetime:
     return datetime.fromisoformat(line.split(" ", 1)[0].replace("Z", "+00:00"))
 
 
-@pytest.mark.parametrize("kind", ["command", "handler"])
+@pytest.mark.parametrize("kind", ["command", "handler", "isolated handler"])
 def test_a_running_attempts_output_is_kept_with_its_lease_renewals(
     engine: Engine, start_executor: StartExecutor, tmp_path: Path, kind: str
 ) -> None:
@@ -277,7 +277,10 @@ def test_a_running_attempts_output_is_kept_with_its_lease_renewals(
         spec = JobTypeSpec(name="cmd", command=("sh", "-c", script), lease=timedelta(seconds=3))
         args = None
     else:
-        spec = job_type("gated", handler=f"{H}:gated", lease=timedelta(seconds=3))
+        isolation = Isolation.PROCESS if kind == "isolated handler" else Isolation.THREAD
+        spec = job_type(
+            "gated", handler=f"{H}:gated", lease=timedelta(seconds=3), isolation=isolation
+        )
         args = {"gate": str(gate)}
     store_types(engine, spec)
     (job_id,) = add_jobs(engine, spec, args=args)
