@@ -12,6 +12,10 @@ route whose path matches the request's:
   OPTIONS itself);
 * any other method none of them takes is 405 problem+json with that ``Allow``.
 
+A path that a route with no parameter matches belongs to those routes alone:
+``/jobs/cancel`` is the bulk action, and the job page ``/jobs/{job_id}``, which
+matches it too, does not lend it a GET (that was a 404 "no job 'cancel'").
+
 A path no route matches goes on to the router (404). Who may send these is
 the gate's business (``rota.api.access``: HEAD and OPTIONS are reads).
 """
@@ -48,12 +52,18 @@ def flat_routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
 
 
 def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> set[str]:
-    """Every method some route takes at this path (empty: no route has the path)."""
+    """Every method some route takes at this path (empty: no route has the path); those
+    of the routes with no parameter alone, when one of them has it."""
     methods: set[str] = set()
+    fixed: set[str] = set()
     for route in routes:
         match, _ = route.matches(scope)
         if match is not Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
+            taken = set(getattr(route, "methods", None) or ())
+            methods |= taken
+            if not getattr(route, "param_convertors", None):
+                fixed |= taken
+    methods = fixed or methods
     if "GET" in methods:
         methods.add("HEAD")
     if methods:

@@ -10,6 +10,7 @@ requests every time in a few seconds per backend.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -178,6 +179,21 @@ def test_a_method_no_route_takes_is_405_with_the_paths_allow(base: str) -> None:
     assert r.headers["allow"] == "GET, HEAD, OPTIONS, POST"
     r = loopback.put(f"{base}/healthz", headers=AUTH)
     assert (r.status_code, r.headers["allow"]) == (405, "GET, HEAD, OPTIONS")
+
+
+def test_a_fixed_path_belongs_to_its_own_routes_not_to_a_parameter(base: str) -> None:
+    """``/jobs/cancel`` is the bulk action, not the job named 'cancel': a method it does
+    not take is 405 with its own ``Allow`` (GET was a 404 "no job 'cancel'")."""
+    for action in ("cancel", "replay"):
+        r = loopback.get(f"{base}/jobs/{action}", headers=AUTH)
+        assert r.status_code == 405, r.text
+        assert r.headers["allow"] == "OPTIONS, POST"
+        assert r.json()["detail"] == "GET is not one of OPTIONS, POST"
+        options = loopback.options(f"{base}/jobs/{action}", headers=AUTH)
+        assert options.headers["allow"] == "OPTIONS, POST"
+    # A path only a parameter matches is as before: an id that is no job is a 404.
+    missing = loopback.get(f"{base}/jobs/{uuid.uuid4()}", headers=AUTH)
+    assert missing.status_code == 404
 
 
 def test_head_answers_like_get_without_a_body(base: str, doc: dict[str, Any]) -> None:
