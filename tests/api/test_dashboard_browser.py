@@ -17,7 +17,9 @@ from playwright.sync_api import Browser, Dialog, Page, expect
 from sqlalchemy import Connection, Engine, func, insert, select
 
 from rota.api.failed_counts import FailedCounts
+from rota.core.claimed import Renewal
 from rota.core.queries.jobs_gauges import StateCount, failed_by_type
+from rota.core.queries.jobs_lease import renew_leases_if_held
 from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.tables import job_attempt_output, job_attempts
@@ -422,6 +424,32 @@ def test_a_job_page_shows_each_attempts_own_output_across_replays(
         page.evaluate("document.getElementById('status').textContent = ''")
         expect(page.locator("#status")).to_contain_text("updated", timeout=15_000)
         expect(rows.nth(0).locator("pre")).to_be_visible()
+
+
+def test_a_running_attempts_output_shows_and_grows_with_its_renewals(
+    engine: Engine, page: Page
+) -> None:
+    """What a running attempt wrote so far, as its lease renewals keep it, is on the job
+    page while it runs, and the page's refresh shows what the next renewal brought."""
+    store_types(engine, job_type("t"))
+    (job,) = add_jobs(engine, job_type("t"))
+    (held,) = claim_as(engine, "w1", 1)
+
+    def renew(output: str) -> None:
+        with engine.begin() as conn:
+            renewal = Renewal(job, held.lease_generation, output=output)
+            assert renew_leases_if_held(conn, owner="w1", renewals=[renewal])
+
+    renew("step 1 <b>bold?</b>\n")
+    with running_api(engine) as base:
+        page.goto(f"{base}/#/jobs/{job}")
+        expect(page.locator("#job")).to_contain_text("running")
+        row = page.locator("#job tr.output-row")
+        expect(row.locator("summary")).to_have_text("output of #1 (2 lines)")
+        renew("step 1 <b>bold?</b>\nstep 2\n")
+        expect(row.locator("summary")).to_have_text("output of #1 (3 lines)", timeout=15_000)
+        row.locator("summary").click()
+        expect(row.locator("pre")).to_have_text("step 1 <b>bold?</b>\nstep 2\n")
 
 
 def test_schedules_show_the_pause_reason_local_time_and_no_countdown_when_paused(
