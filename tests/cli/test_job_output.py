@@ -12,10 +12,13 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
+from rota.core.claimed import Renewal
 from rota.core.config import JobTypeSpec
+from rota.core.queries.jobs_lease import renew_leases_if_held
 from tests.support.executor_support import (
     StartExecutor,
     add_jobs,
+    claim_as,
     state_is,
     store_types,
     wait_for,
@@ -128,3 +131,21 @@ def test_a_handlers_escape_sequences_never_reach_the_terminal(
     assert done.returncode == 0, done.stderr
     assert b"pwned" in shown and not {0x1B, 0x07} & set(shown), shown
     assert b"x\\x1b]0;pwned\\x07\\x1b[2J\ty" in shown and b"\\x0d" in shown
+
+
+def test_a_running_attempt_shows_what_its_renewals_kept(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = JobTypeSpec(name="long", command=("true",))
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec)
+    (held,) = claim_as(engine, "w1", 1)
+    code, out, err = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
+    assert (code, out) == (0, "")
+    assert "attempt 1 is still running: it had written nothing at its last lease renewal" in err
+    with engine.begin() as conn:
+        renewal = Renewal(job_id, held.lease_generation, output="halfway\n")
+        assert renew_leases_if_held(conn, owner="w1", renewals=[renewal])
+    code, out, err = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
+    assert (code, out) == (0, "halfway\n")
+    assert "attempt 1 is still running: its output up to its last lease renewal follows" in err
