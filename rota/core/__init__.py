@@ -6,7 +6,8 @@ ids (``ids``), time as operators write it and as the database keeps it
 job types and schedules (``config``), what a claim hands to a worker
 (``claimed``: no SQLAlchemy, for the isolated child), engines, URLs and the
 PostgreSQL schema (``database``), the rules that make a value storable
-(``storable``), the operator's note (``operator_notes``), the metric catalogue
+(``storable``), the names an operator may have meant (``names``), the
+operator's note (``operator_notes``), the metric catalogue
 and its deltas (``metric_deltas``), retention policy (``retention``), the
 version, and every SQL statement rota runs, one module per table, named for
 its guard (``queries``).

@@ -35,7 +35,6 @@ longer match.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import time
 import uuid
@@ -47,6 +46,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from rota.core.names import close_names
 from rota.core.operator_notes import ActionNote
 from rota.core.queries.job_ids import NoSuchJob, resolve_job_id
 from rota.core.queries.job_types import get_job_types, load_job_types
@@ -94,7 +94,7 @@ def check_names(conn: Connection, where: JobFilter) -> None:
     stored = get_job_types(conn, where.job_types) if where.job_types else {}
     for name in where.job_types:
         if name not in stored:
-            close = difflib.get_close_matches(name, sorted(load_job_types(conn)), n=3, cutoff=0.6)
+            close = close_names(name, sorted(load_job_types(conn)))
             hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
             raise UnknownName("job_type", f"unknown job type {name[:80]!r}{hint}")
     for name in where.schedules:

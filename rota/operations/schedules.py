@@ -36,7 +36,6 @@ resume only when they changed the schedule.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import uuid
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, Engine, RowMapping
 
 from rota.core.config import JobTypeSpec, OverlapPolicy, ScheduleSpec
+from rota.core.names import close_names
 from rota.core.operator_notes import ActionNote, OperatorAction
 from rota.core.queries.job_types import get_job_type
 from rota.core.queries.jobs_control import request_cancel
@@ -86,11 +86,11 @@ class UnknownSchedule(LookupError):
         if not known:
             hint = "; no schedules yet: run `rota apply FILE` first"
         elif len(known) <= KNOWN_LISTED:
-            close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            close = close_names(name, known)
             maybe = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
             hint = f"{maybe} (known schedules: {', '.join(known)})"
         else:
-            close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            close = close_names(name, known)
             hint = (
                 f"; did you mean {' or '.join(map(repr, close))}?"
                 if close
