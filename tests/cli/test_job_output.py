@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import subprocess
 import sys
 
@@ -15,12 +16,15 @@ from rota.cli.main import main
 from rota.core.claimed import Renewal
 from rota.core.config import JobTypeSpec
 from rota.core.queries.jobs_lease import renew_leases_if_held
+from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
+from rota.core.states import AttemptOutcome, JobState
 from tests.support.executor_support import (
     StartExecutor,
     add_jobs,
     claim_as,
     state_is,
     store_types,
+    subprocess_env,
     wait_for,
 )
 
@@ -149,3 +153,68 @@ def test_a_running_attempt_shows_what_its_renewals_kept(
     code, out, err = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
     assert (code, out) == (0, "halfway\n")
     assert "attempt 1 is still running: its output up to its last lease renewal follows" in err
+
+
+def _read_line(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> bytes:
+    """The next line ``proc`` writes, waiting at most ``timeout`` seconds for it."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no line in time"
+    return proc.stdout.readline()
+
+
+def test_follow_prints_what_each_renewal_brings_until_the_attempt_ends(
+    engine: Engine, db_url: str
+) -> None:
+    """``--follow`` prints the tail, then each new part as the renewals keep it, then the
+    outcome's last part, and ends with the attempt (saying how, on stderr)."""
+    spec = JobTypeSpec(name="long", command=("true",))
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec)
+    (held,) = claim_as(engine, "w1", 1)
+
+    def renew(output: str) -> None:
+        with engine.begin() as conn:
+            renewal = Renewal(job_id, held.lease_generation, output=output)
+            assert renew_leases_if_held(conn, owner="w1", renewals=[renewal])
+
+    renew("first\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rota.cli.main", "job", str(job_id)[:8], "--output", "--follow"],
+        env=subprocess_env(db_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert _read_line(proc) == b"first\n"
+        renew("first\nsecond\n")
+        assert _read_line(proc) == b"second\n"
+        done = Finish(
+            job_id,
+            held.lease_generation,
+            JobState.SUCCEEDED,
+            AttemptOutcome.SUCCEEDED,
+            output="first\nsecond\nthird\n",
+        )
+        with engine.begin() as conn:
+            assert finish_if_lease_held(conn, owner="w1", finishes=[done])
+        assert _read_line(proc) == b"third\n"
+        _, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert b"attempt 1 ended: SUCCEEDED" in err
+
+
+def test_follow_refuses_json_and_needs_output(
+    engine: Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = JobTypeSpec(name="long", command=("true",))
+    store_types(engine, spec)
+    (job_id,) = add_jobs(engine, spec)
+    code, _, err = rota(capsys, "job", str(job_id), "--follow", "--db", db_url)
+    assert code == 2 and "--follow goes with --output" in err
+    code, _, err = rota(
+        capsys, "job", str(job_id), "--output", "--follow", "--json", "--db", db_url
+    )
+    assert code == 2 and "--follow prints text as it comes" in err

@@ -7,6 +7,12 @@ command's stdout and stderr, its log records), exactly as kept (on a terminal,
 control characters but tab and newline show as ``\\xNN``): the latest
 attempt, or ``--attempt N`` (1 for the first, in the order they started). A
 note on stderr says when earlier output was not kept.
+
+``--follow`` then keeps printing what that attempt writes, as its lease
+renewals keep it (at most once every third of the lease) and as its outcome
+ends it, polling every ``FOLLOW_SECONDS``; it ends with the attempt, saying
+how on stderr. Each poll is a connection of its own: a read transaction kept
+open would see one snapshot for ever (SQLite in WAL mode).
 """
 
 from __future__ import annotations
@@ -14,7 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+import uuid
 from typing import Any
+
+from sqlalchemy import Connection, Engine
 
 from rota.cli.common import UserError, add_db_option, open_database
 from rota.cli.status import action_json, attempt_json, job_detail, job_json, visible
@@ -35,6 +45,11 @@ def register(subparsers: Any) -> None:
         help="print the tail of what an attempt's handler wrote (default: the latest attempt)",
     )
     p.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --output: go on printing what the attempt writes, until it ends",
+    )
+    p.add_argument(
         "--attempt",
         metavar="N",
         help="with --output: the job's Nth attempt, 1 for the first, in the order they started",
@@ -52,28 +67,41 @@ def _attempt_number(text: str | None) -> int | None:
     return int(value)
 
 
+FOLLOW_SECONDS = 1.0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.attempt is not None and not args.output:
         raise UserError("--attempt goes with --output: rota job ID --output --attempt N")
+    if args.follow and not args.output:
+        raise UserError("--follow goes with --output: rota job ID --output --follow")
+    if args.follow and args.json:
+        raise UserError("--follow prints text as it comes: leave out --json")
     number = _attempt_number(args.attempt)
-    with open_database(args) as engine, engine.connect() as conn:
-        try:
-            job_id = resolve_job_id(conn, args.job_id)
-        except JobRefError as exc:
-            raise UserError(str(exc)) from None
-        if args.output:
+    with open_database(args) as engine:
+        with engine.connect() as conn:
+            try:
+                job_id = resolve_job_id(conn, args.job_id)
+            except JobRefError as exc:
+                raise UserError(str(exc)) from None
+            if not args.output:
+                return _print_job(conn, job_id, args.json)
             kept = attempt_output(conn, job_id, number)
-            if kept is None:
-                which = "no attempts yet" if number is None else f"no attempt {number}"
-                raise UserError(f"job {job_id} has {which}")
-            return _print_output(job_id, kept, args.json)
-        now = database_now(conn)
-        job = get_job(conn, job_id)
-        if job is None:  # pruned since the lookup
-            raise UserError(f"no job {job_id}")
-        attempts = get_attempts(conn, job_id)
-        actions = actions_of_job(conn, job_id)
-    if args.json:
+        if kept is None:
+            which = "no attempts yet" if number is None else f"no attempt {number}"
+            raise UserError(f"job {job_id} has {which}")
+        _print_output(job_id, kept, args.json)
+        return _follow(engine, job_id, kept) if args.follow else 0
+
+
+def _print_job(conn: Connection, job_id: uuid.UUID, as_json: bool) -> int:
+    now = database_now(conn)
+    job = get_job(conn, job_id)
+    if job is None:  # pruned since the lookup
+        raise UserError(f"no job {job_id}")
+    attempts = get_attempts(conn, job_id)
+    actions = actions_of_job(conn, job_id)
+    if as_json:
         data = job_json(job, now)
         data["attempts"] = [attempt_json(a) for a in attempts]
         data["operator_actions"] = [action_json(a) for a in actions]
@@ -83,7 +111,39 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_output(job_id: object, kept: AttemptOutput, as_json: bool) -> int:
+def _follow(engine: Engine, job_id: uuid.UUID, kept: AttemptOutput) -> int:
+    """Print what attempt ``kept.number`` writes after ``kept``, until it ends."""
+    seen = _written(kept)
+    while kept.outcome is None:
+        time.sleep(FOLLOW_SECONDS)
+        with engine.connect() as conn:
+            latest = attempt_output(conn, job_id, kept.number)
+        if latest is None:  # the job was pruned meanwhile
+            raise UserError(f"job {job_id} is gone")
+        kept = latest
+        data = kept.output.encode()
+        fresh = _written(kept) - seen
+        if fresh > len(data):
+            print(f"({fresh - len(data):,} bytes not kept)", file=sys.stderr)
+        if fresh > 0:
+            _write(data[-fresh:].decode(errors="replace"))
+            seen = _written(kept)
+    print(f"(attempt {kept.number} ended: {kept.outcome})", file=sys.stderr)
+    return 0
+
+
+def _written(kept: AttemptOutput) -> int:
+    """Bytes the attempt has written, as far as its kept output says."""
+    return kept.dropped_bytes + len(kept.output.encode())
+
+
+def _write(text: str) -> None:
+    # A terminal gets the control characters shown; a pipe or a file gets them as kept.
+    sys.stdout.write(visible(text) if sys.stdout.isatty() else text)
+    sys.stdout.flush()
+
+
+def _print_output(job_id: object, kept: AttemptOutput, as_json: bool) -> None:
     if as_json:
         data = {
             "job_id": str(job_id),
@@ -94,7 +154,7 @@ def _print_output(job_id: object, kept: AttemptOutput, as_json: bool) -> int:
             "dropped_bytes": kept.dropped_bytes,
         }
         print(json.dumps(data, indent=2))
-        return 0
+        return
     if kept.dropped_bytes:
         print(
             f"(attempt {kept.number}: {kept.dropped_bytes:,} earlier bytes not kept; the last "
@@ -111,7 +171,4 @@ def _print_output(job_id: object, kept: AttemptOutput, as_json: bool) -> int:
             ),
             file=sys.stderr,
         )
-    # A terminal gets the control characters shown; a pipe or a file gets them as kept.
-    sys.stdout.write(visible(kept.output) if sys.stdout.isatty() else kept.output)
-    sys.stdout.flush()
-    return 0
+    _write(kept.output)
