@@ -21,7 +21,14 @@ from sqlalchemy import ClauseElement, TextClause
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import SAWarning
 
-from rota.core.queries import jobs_claim, jobs_insert, jobs_lease, jobs_outcome, schedule_outcomes
+from rota.core.queries import (
+    attempt_output,
+    jobs_claim,
+    jobs_insert,
+    jobs_lease,
+    jobs_outcome,
+    schedule_outcomes,
+)
 from rota.core.queries import schedules as schedule_queries
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
@@ -62,11 +69,11 @@ STATEMENTS: dict[str, Callable[[], str]] = {
     "finish.sqlite": lambda: _render(
         jobs_outcome._sqlite_finish(),
         jobs_outcome._SQLITE_CLOSE_ATTEMPTS,
-        jobs_outcome._SQLITE_KEEP_OUTPUT,
+        attempt_output.SQLITE_KEEP_OUTPUT,
         schedule_outcomes._by_id(pg=False),
     ),
     "renew.postgresql": lambda: _render(jobs_lease._pg_renew()),
-    "renew.sqlite": lambda: _render(jobs_lease._sqlite_renew(), jobs_lease._SQLITE_KEEP_OUTPUT),
+    "renew.sqlite": lambda: _render(jobs_lease._sqlite_renew(), attempt_output.SQLITE_KEEP_OUTPUT),
     "sweep.postgresql": lambda: _render(jobs_lease._pg_sweep()),
     "sweep.sqlite": lambda: _render(
         jobs_lease._sqlite_sweep(),

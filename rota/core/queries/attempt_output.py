@@ -2,8 +2,8 @@
 
 A running attempt's row is written with its lease renewals (``jobs_lease``),
 each tail replacing the last, then with its outcome (``jobs_outcome``), which
-replaces it in turn (``KEEP_OUTPUT_CONFLICT``); the rows are deleted with the
-job (``jobs_prune``). Attempts
+replaces it in turn (``pg_keep_output``, ``SQLITE_KEEP_OUTPUT``: the writes of
+both); the rows are deleted with the job (``jobs_prune``). Attempts
 are numbered as people count them: 1 for the job's first attempt row, in the
 order they started (the order of their lease generations, which every claim
 raises), whatever their outcome, a release at shutdown included.
@@ -14,15 +14,36 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, func, select, text
 
 from rota.core.storable import BIGINT_MAX
 from rota.core.tables import job_attempt_output, job_attempts
 
 # How a write of an attempt's output meets the row a renewal kept before: replaced.
-KEEP_OUTPUT_CONFLICT = """
+_REPLACED = """
         ON CONFLICT (job_id, lease_generation) DO UPDATE
         SET output = excluded.output, dropped_bytes = excluded.dropped_bytes"""
+
+
+def pg_keep_output(source: str) -> str:
+    """``kept AS (...)``: the CTE that writes the output of ``source``'s rows (columns
+    job_id, lease_generation, output, dropped) that carry one, for a PostgreSQL
+    statement whose ``source`` holds only the leases its fence let through."""
+    return f"""kept AS (
+            INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+            SELECT job_id, lease_generation, output, dropped FROM {source}
+            WHERE output IS NOT NULL{_REPLACED}
+        )"""
+
+
+# SQLite's: a second statement in the writer's transaction, for a JSON batch of
+# {id, gen, output, dropped} holding only the leases the fence let through.
+SQLITE_KEEP_OUTPUT = text(f"""
+    INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
+    SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
+           json_extract(value, '$.output'), json_extract(value, '$.dropped')
+    FROM json_each(:batch) WHERE true{_REPLACED}
+""")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from functools import cache
 from sqlalchemy import Connection, TextClause, text
 
 from rota.core.claimed import Renewal
-from rota.core.queries.attempt_output import KEEP_OUTPUT_CONFLICT
+from rota.core.queries.attempt_output import SQLITE_KEEP_OUTPUT, pg_keep_output
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
 from rota.core.queries.sqlparams import (
@@ -98,11 +98,7 @@ def _pg_renew() -> TextClause:
               AND j.lease_expires_at > b.now
             RETURNING j.job_id, j.state, j.lease_generation, b.output, b.dropped
         ),
-        kept AS (
-            INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
-            SELECT job_id, lease_generation, output, dropped FROM renewed
-            WHERE output IS NOT NULL{KEEP_OUTPUT_CONFLICT}
-        )
+        {pg_keep_output("renewed")}
         SELECT job_id, state FROM renewed
     """)
 
@@ -125,13 +121,14 @@ def _sqlite_renew() -> TextClause:
     """)
 
 
-# Only for the leases the renewal kept: the batch holds those, with their output.
-_SQLITE_KEEP_OUTPUT = text(f"""
-    INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
-    SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
-           json_extract(value, '$.output'), json_extract(value, '$.dropped')
-    FROM json_each(:batch) WHERE true{KEEP_OUTPUT_CONFLICT}
-""")
+def _storable(r: Renewal) -> Renewal:
+    """``r`` with its stage cut to its column and its output to the kept tail, NUL and
+    lone surrogates replaced."""
+    if r.stage is not None:
+        r = replace(r, stage=storable_text(r.stage, PROGRESS_STAGE_MAX))
+    if r.output is not None:
+        r = replace(r, output=storable_text(r.output, ATTEMPT_OUTPUT_MAX_BYTES, keep="tail"))
+    return r
 
 
 def renew_leases_if_held(
@@ -140,18 +137,8 @@ def renew_leases_if_held(
     """Renew the leases ``owner`` still holds; return {job_id: state} of those renewed."""
     if not renewals:
         return {}
-    if any(r.stage is not None for r in renewals):
-        renewals = [
-            r if r.stage is None else replace(r, stage=storable_text(r.stage, PROGRESS_STAGE_MAX))
-            for r in renewals
-        ]
-    if any(r.output is not None for r in renewals):
-        renewals = [
-            r
-            if r.output is None
-            else replace(r, output=storable_text(r.output, ATTEMPT_OUTPUT_MAX_BYTES, keep="tail"))
-            for r in renewals
-        ]
+    if any(r.stage is not None or r.output is not None for r in renewals):
+        renewals = [_storable(r) for r in renewals]
     if is_pg(conn):
         rows = conn.execute(
             _pg_renew(),
@@ -194,7 +181,7 @@ def renew_leases_if_held(
             if r.output is not None and (r.job_id, r.generation) in renewed
         ]
         if kept:
-            conn.execute(_SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})
+            conn.execute(SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})
     return {read_id(r[0]): JobState(r[1]) for r in rows}
 
 

@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, TextClause, text
 
-from rota.core.queries.attempt_output import KEEP_OUTPUT_CONFLICT
+from rota.core.queries.attempt_output import SQLITE_KEEP_OUTPUT, pg_keep_output
 from rota.core.queries.fence import PG_BATCH_COLUMNS, lease_fence, pg_batch_fence
 from rota.core.queries.schedule_outcomes import pg_record_outcomes, record_outcomes_of
 from rota.core.queries.server_functions import ServerFunction
@@ -184,11 +184,7 @@ def _pg_finish() -> TextClause:
             FROM done
             WHERE a.job_id = done.job_id AND a.lease_generation = done.lease_generation
         ),
-        kept AS (
-            INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
-            SELECT job_id, lease_generation, output, dropped FROM done
-            WHERE output IS NOT NULL{KEEP_OUTPUT_CONFLICT}
-        ),
+        {pg_keep_output("done")},
         {pg_record_outcomes("done")}
         SELECT job_id, lease_generation, state FROM done
     """)
@@ -311,14 +307,6 @@ _SQLITE_CLOSE_ATTEMPTS = text(f"""
     FROM json_each(:batch) AS b
     WHERE job_attempts.job_id = json_extract(b.value, '$.id')
       AND job_attempts.lease_generation = json_extract(b.value, '$.gen')
-""")
-
-# Only for outcomes the fence let through: the batch holds those, with their output.
-_SQLITE_KEEP_OUTPUT = text(f"""
-    INSERT INTO job_attempt_output (job_id, lease_generation, output, dropped_bytes)
-    SELECT json_extract(value, '$.id'), json_extract(value, '$.gen'),
-           json_extract(value, '$.output'), json_extract(value, '$.dropped')
-    FROM json_each(:batch) WHERE true{KEEP_OUTPUT_CONFLICT}
 """)
 
 
@@ -498,7 +486,7 @@ def _finish(
             )
     conn.execute(_SQLITE_CLOSE_ATTEMPTS, {"now": params["now"], "batch": sqlite_batch(closed)})
     if kept:
-        conn.execute(_SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})
+        conn.execute(SQLITE_KEEP_OUTPUT, {"batch": sqlite_batch(kept)})
     ended = [read_id(r[0]) for r in rows if r[2] in TERMINAL]
     record_outcomes_of(conn, ended)
     return _written(rows)
