@@ -17,9 +17,7 @@ from playwright.sync_api import Browser, Dialog, Page, expect
 from sqlalchemy import Connection, Engine, func, insert, select
 
 from rota.api.failed_counts import FailedCounts
-from rota.core.claimed import Renewal
 from rota.core.queries.jobs_gauges import StateCount, failed_by_type
-from rota.core.queries.jobs_lease import renew_leases_if_held
 from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.core.states import AttemptOutcome, JobState
 from rota.core.tables import job_attempt_output, job_attempts
@@ -30,6 +28,7 @@ from tests.support.executor_support import (
     claim_as,
     job_row,
     job_type,
+    renew_as,
     states,
     store_types,
     wait_for,
@@ -436,9 +435,7 @@ def test_a_running_attempts_output_shows_and_grows_with_its_renewals(
     (held,) = claim_as(engine, "w1", 1)
 
     def renew(output: str) -> None:
-        with engine.begin() as conn:
-            renewal = Renewal(job, held.lease_generation, output=output)
-            assert renew_leases_if_held(conn, owner="w1", renewals=[renewal])
+        assert renew_as(engine, "w1", job, held.lease_generation, output=output)
 
     renew("step 1 <b>bold?</b>\n")
     with running_api(engine) as base:

@@ -13,15 +13,14 @@ import pytest
 from sqlalchemy import Engine
 
 from rota.cli.main import main
-from rota.core.claimed import Renewal
 from rota.core.config import JobTypeSpec
-from rota.core.queries.jobs_lease import renew_leases_if_held
 from rota.core.queries.jobs_outcome import Finish, finish_if_lease_held
 from rota.core.states import AttemptOutcome, JobState
 from tests.support.executor_support import (
     StartExecutor,
     add_jobs,
     claim_as,
+    renew_as,
     state_is,
     store_types,
     subprocess_env,
@@ -147,9 +146,7 @@ def test_a_running_attempt_shows_what_its_renewals_kept(
     code, out, err = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
     assert (code, out) == (0, "")
     assert "attempt 1 is still running: it had written nothing at its last lease renewal" in err
-    with engine.begin() as conn:
-        renewal = Renewal(job_id, held.lease_generation, output="halfway\n")
-        assert renew_leases_if_held(conn, owner="w1", renewals=[renewal])
+    assert renew_as(engine, "w1", job_id, held.lease_generation, output="halfway\n")
     code, out, err = rota(capsys, "job", str(job_id), "--output", "--db", db_url)
     assert (code, out) == (0, "halfway\n")
     assert "attempt 1 is still running: its output up to its last lease renewal follows" in err
@@ -174,9 +171,7 @@ def test_follow_prints_what_each_renewal_brings_until_the_attempt_ends(
     (held,) = claim_as(engine, "w1", 1)
 
     def renew(output: str) -> None:
-        with engine.begin() as conn:
-            renewal = Renewal(job_id, held.lease_generation, output=output)
-            assert renew_leases_if_held(conn, owner="w1", renewals=[renewal])
+        assert renew_as(engine, "w1", job_id, held.lease_generation, output=output)
 
     renew("first\n")
     proc = subprocess.Popen(

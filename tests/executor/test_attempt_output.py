@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from rota.core.claimed import ClaimedJob
 from rota.core.config import Isolation, JobTypeSpec
 from rota.core.queries.attempt_output import AttemptOutput, attempt_output
 from rota.core.queries.jobs_outcome import Finish, Finished, LeaseLost, finish_if_lease_held
@@ -33,6 +32,7 @@ from tests.support.executor_support import (
     StartExecutor,
     add_jobs,
     claim_as,
+    claimed_job,
     job_type,
     state_is,
     store_types,
@@ -305,25 +305,7 @@ def test_a_running_attempts_output_is_kept_with_its_lease_renewals(
 def test_a_renewal_takes_the_tail_when_there_is_more_at_most_once_a_renewal_interval() -> None:
     """Progress makes renewals come every half second: the tail (up to 64 KiB a job)
     goes at most once a third of the lease, and again after a renewal that failed."""
-    claimed = ClaimedJob(
-        job_id=uuid.uuid4(),
-        job_type="t",
-        pool="default",
-        lease_generation=3,
-        attempt=1,
-        max_attempts=5,
-        lease_seconds=30.0,
-        idempotent=True,
-        needs_reconcile=False,
-        payload_ref=None,
-        args={},
-        scheduled_for=None,
-        covers_from=None,
-        covers_count=None,
-        last_error_code=None,
-        tenant=None,
-        concurrency_key=None,
-    )
+    claimed = claimed_job(lease_generation=3, lease_seconds=30.0)
     tail = OutputTail()
     held = HeldJob(claimed, None, renewed_at=0.0, output=tail)
     assert held.renewal(0.0).output is None  # nothing written yet

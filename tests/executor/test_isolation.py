@@ -17,7 +17,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from rota.core.claimed import ClaimedJob
 from rota.core.config import Isolation, JobTypeSpec
 from rota.core.queries.jobs_control import request_cancel
 from rota.executor.child import ChildJob
@@ -39,6 +37,7 @@ from tests.support.executor_support import (
     add_jobs,
     alive,
     attempt_rows,
+    claimed_job,
     job_row,
     job_type,
     lines,
@@ -100,10 +99,9 @@ def test_the_child_starts_without_the_database_layer() -> None:
     # What the child runs before the handler: its module, then the job it is sent
     # unpickled. Every isolated job pays for that start, so SQLAlchemy and the
     # driver (about 0.2 s of it) stay out.
-    claimed = ClaimedJob(
-        uuid.uuid4(), "iso", "default", 1, 1, 3, 60.0, True, False, None, {"k": 1},
-        datetime.now(UTC), None, None, None, None, None,
-    )  # fmt: skip
+    claimed = claimed_job(
+        job_type="iso", max_attempts=3, args={"k": 1}, scheduled_for=datetime.now(UTC)
+    )
     job = ChildJob(
         claimed, isolated("iso", "checkpoint_loop"), f"{H}:checkpoint_loop", "handler", [], 20
     )

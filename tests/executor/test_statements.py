@@ -36,6 +36,7 @@ from tests.support.executor_support import (
     claim_as,
     job_row,
     job_type,
+    renew_as,
     store_types,
 )
 
@@ -833,10 +834,10 @@ def test_a_renewal_keeps_the_running_attempts_output_under_its_fence(
     def renew(
         text: str, dropped: int = 0, owner: str = OWNER, gen: int | None = None
     ) -> set[uuid.UUID]:
-        with engine.begin() as conn:
-            generation = c.lease_generation if gen is None else gen
-            renewal = Renewal(c.job_id, generation, output=text, output_dropped=dropped)
-            return set(renew_leases_if_held(conn, owner=owner, renewals=[renewal]))
+        generation = c.lease_generation if gen is None else gen
+        return set(
+            renew_as(engine, owner, c.job_id, generation, output=text, output_dropped=dropped)
+        )
 
     def kept() -> tuple[str | None, str, int]:
         with engine.connect() as conn:

@@ -20,7 +20,6 @@ import pytest
 from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import OperationalError
 
-from rota.core.claimed import ClaimedJob
 from rota.core.config import JobTypeSpec
 from rota.core.database import make_engine
 from rota.core.queries.jobs_outcome import Finish
@@ -45,6 +44,7 @@ from tests.support.executor_support import (
     add_jobs,
     attempt_rows,
     claim_as,
+    claimed_job,
     job_row,
     job_type,
     states,
@@ -292,26 +292,7 @@ def test_a_row_whose_fallback_is_refused_too_is_given_up_locally(engine: Engine)
 
 
 def _context() -> JobContext:
-    c = ClaimedJob(
-        job_id=uuid.uuid4(),
-        job_type="t",
-        pool="default",
-        lease_generation=1,
-        attempt=1,
-        max_attempts=5,
-        lease_seconds=60.0,
-        idempotent=True,
-        needs_reconcile=False,
-        payload_ref=None,
-        args={},
-        scheduled_for=None,
-        covers_from=None,
-        covers_count=None,
-        last_error_code=None,
-        tenant=None,
-        concurrency_key=None,
-    )
-    return JobContext.for_job(HeldJob(c, None, renewed_at=time.monotonic()))
+    return JobContext.for_job(HeldJob(claimed_job(), None, renewed_at=time.monotonic()))
 
 
 def test_progress_values_are_checked_and_cut_at_the_call() -> None:

@@ -17,10 +17,12 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, select
 
-from rota.core.claimed import ClaimedJob
+from rota.core.claimed import ClaimedJob, Renewal
 from rota.core.config import Backoff, JobTypeSpec
 from rota.core.queries.job_types import upsert_job_types
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.core.queries.jobs_lease import renew_leases_if_held
+from rota.core.states import JobState
 from rota.core.tables import job_attempts, jobs
 from rota.executor.claim import ScanStarts, claim_jobs
 from rota.executor.service import Executor
@@ -77,6 +79,40 @@ def claim_as(
         )
     finally:
         db.close()
+
+
+def renew_as(
+    engine: Engine, owner: str, job_id: uuid.UUID, generation: int, **carried: Any
+) -> dict[uuid.UUID, JobState]:
+    """Renew one lease as ``owner``'s heartbeat does, carrying ``carried`` (progress, the
+    output so far); the renewed jobs' states."""
+    with engine.begin() as conn:
+        renewal = Renewal(job_id, generation, **carried)
+        return renew_leases_if_held(conn, owner=owner, renewals=[renewal])
+
+
+def claimed_job(**fields: Any) -> ClaimedJob:
+    """A claimed job that is in no database, for the code that only holds one."""
+    defaults: dict[str, Any] = {
+        "job_id": uuid.uuid4(),
+        "job_type": "t",
+        "pool": "default",
+        "lease_generation": 1,
+        "attempt": 1,
+        "max_attempts": 5,
+        "lease_seconds": 60.0,
+        "idempotent": True,
+        "needs_reconcile": False,
+        "payload_ref": None,
+        "args": {},
+        "scheduled_for": None,
+        "covers_from": None,
+        "covers_count": None,
+        "last_error_code": None,
+        "tenant": None,
+        "concurrency_key": None,
+    }
+    return ClaimedJob(**{**defaults, **fields})
 
 
 def job_row(engine: Engine, job_id: uuid.UUID) -> dict[str, Any]:
