@@ -113,7 +113,7 @@ def _print_job(conn: Connection, job_id: uuid.UUID, as_json: bool) -> int:
 
 def _follow(engine: Engine, job_id: uuid.UUID, kept: AttemptOutput) -> int:
     """Print what attempt ``kept.number`` writes after ``kept``, until it ends."""
-    seen = _written(kept)
+    seen = kept.dropped_bytes + len(kept.output.encode())  # bytes written so far
     while kept.outcome is None:
         time.sleep(FOLLOW_SECONDS)
         with engine.connect() as conn:
@@ -122,19 +122,14 @@ def _follow(engine: Engine, job_id: uuid.UUID, kept: AttemptOutput) -> int:
             raise UserError(f"job {job_id} is gone")
         kept = latest
         data = kept.output.encode()
-        fresh = _written(kept) - seen
+        fresh = kept.dropped_bytes + len(data) - seen
         if fresh > len(data):
             print(f"({fresh - len(data):,} bytes not kept)", file=sys.stderr)
         if fresh > 0:
             _write(data[-fresh:].decode(errors="replace"))
-            seen = _written(kept)
+            seen += fresh
     print(f"(attempt {kept.number} ended: {kept.outcome})", file=sys.stderr)
     return 0
-
-
-def _written(kept: AttemptOutput) -> int:
-    """Bytes the attempt has written, as far as its kept output says."""
-    return kept.dropped_bytes + len(kept.output.encode())
 
 
 def _write(text: str) -> None:
