@@ -58,6 +58,10 @@ class HeldJob:
     _output_sent: int = 0  # the output's ``written`` when a renewal last took its tail
     _output_sent_at: float = -math.inf  # the monotonic time it did
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    held_since: float = field(init=False)  # monotonic time of the claim: renewals leave it
+
+    def __post_init__(self) -> None:
+        self.held_since = self.renewed_at
 
     @property
     def local_deadline(self) -> float:

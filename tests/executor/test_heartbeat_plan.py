@@ -6,6 +6,10 @@
   handler starts) is still kept on time;
 * progress reported after the plan reaches the row within about half a second;
 * a deadline already past, named again and again, does not make it spin;
+* it asks which held jobs a person asked to cancel only once one of them has
+  been held a second (a fleet draining short jobs asked once a second each),
+  and a cancel asked right after the claim still reaches the job within a
+  second;
 * a stop ends it at once wherever in the loop it lands.
 
 The windows below are what is counted in, not waits for a state.
@@ -21,10 +25,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from rota.core.config import JobTypeSpec
-from rota.executor.heartbeat import TICK_SECONDS, Heartbeat
+from rota.core.queries.jobs_control import request_cancel
+from rota.executor.heartbeat import CANCEL_POLL_SECONDS, TICK_SECONDS, Heartbeat
 from rota.executor.lease import PROGRESS_SECONDS, HeldJob
 from rota.executor.transactions import LoopConnection
 from tests.support.executor_support import (
@@ -141,6 +146,50 @@ def test_deadlines_already_past_do_not_make_it_spin(
         w.heartbeat.due_by(time.monotonic() - 10.0)
         time.sleep(0.001)
     assert len(w.passes) - before <= 1.0 / TICK_SECONDS + 2, len(w.passes) - before
+
+
+@pytest.fixture
+def cancel_polls(engine: Engine) -> Iterator[list[float]]:
+    """When the heartbeat asked the database for its jobs' cancel requests (monotonic)."""
+    polls: list[float] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if "state = 'CANCEL_REQUESTED' AND lease_owner" in statement:
+            polls.append(time.monotonic())
+
+    event.listen(engine, "before_cursor_execute", seen)
+    yield polls
+    event.remove(engine, "before_cursor_execute", seen)
+
+
+def test_jobs_held_less_than_a_second_are_not_polled_for_cancellation(
+    engine: Engine, watch: Callable[[list[HeldJob]], Watch], cancel_polls: list[float]
+) -> None:
+    helds = _held(engine, job_type("short-held"), 20)
+    claimed_at = min(h.renewed_at for h in helds)
+    for h in helds:
+        h.start()
+    w = watch(helds)
+    wait_for(lambda: w.passes, timeout=5, what="the first pass")
+    time.sleep(max(0.0, claimed_at + 0.8 - time.monotonic()))  # the window counted in
+    assert cancel_polls == [], [round(p - claimed_at, 3) for p in cancel_polls]
+    # Held a second now: asked from then on, once a second.
+    wait_for(lambda: cancel_polls, timeout=5, what="the first cancel poll")
+    assert CANCEL_POLL_SECONDS <= cancel_polls[0] - claimed_at < CANCEL_POLL_SECONDS + 0.3
+
+
+def test_a_cancel_asked_right_after_the_claim_reaches_the_job_within_a_second(
+    engine: Engine, watch: Callable[[list[HeldJob]], Watch], cancel_polls: list[float]
+) -> None:
+    (held,) = _held(engine, job_type("cancelled-early"), 1)
+    held.start()
+    watch([held])
+    with engine.begin() as conn:
+        request_cancel(conn, held.claimed.job_id)
+    asked = time.monotonic()
+    wait_for(lambda: held.cancel_requested, timeout=5, what="the cancel request")
+    assert time.monotonic() - asked < CANCEL_POLL_SECONDS + 0.3
+    assert len(cancel_polls) == 1  # the one poll found it: none more for a job told
 
 
 class _StopAtAcquire:
