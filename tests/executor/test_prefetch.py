@@ -20,6 +20,8 @@ from sqlalchemy import Engine
 
 from rota.core.config import JobTypeSpec
 from rota.core.queries.jobs_insert import NewJob, insert_jobs_or_skip
+from rota.executor.service import DEFAULT_CONCURRENCY
+from rota.executor.slots import default_prefetch
 from tests.support.executor_support import (
     InThread,
     attempt_rows,
@@ -189,3 +191,16 @@ def test_prefetched_jobs_go_back_when_the_jobs_running_turn_out_long(
         what="every long job",
     )
     assert [r["outcome"] for r in attempt_rows(engine, rest[0])] == ["RELEASED", "SUCCEEDED"]
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 31, 32])
+def test_an_executor_of_few_slots_holds_as_many_jobs_as_one_of_the_default_concurrency(
+    concurrency: int,
+) -> None:
+    """A claim costs the same whatever the slots: a small executor's is as large."""
+    default = DEFAULT_CONCURRENCY + default_prefetch(DEFAULT_CONCURRENCY)
+    assert concurrency + default_prefetch(concurrency) == default == 160
+
+
+def test_an_executor_of_many_slots_prefetches_four_a_slot() -> None:
+    assert default_prefetch(64) == 4 * 64

@@ -27,7 +27,7 @@ from rota.executor.service import (
     DEFAULT_SWEEP_INTERVAL,
     Executor,
 )
-from rota.executor.slots import PREFETCH_AT_LEAST, PREFETCH_PER_SLOT
+from rota.executor.slots import HELD_AT_LEAST, PREFETCH_PER_SLOT
 from rota.executor.upkeep import DEFAULT_REINDEX_INTERVAL
 from rota.runtime.heap import settle_heap
 
@@ -62,7 +62,8 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="N",
         help="jobs claimed ahead of a free slot, waiting in this process, only while jobs are "
-        f"short (default: {PREFETCH_PER_SLOT} x --concurrency, at least {PREFETCH_AT_LEAST}); "
+        f"short (default: {PREFETCH_PER_SLOT} x --concurrency, and at least {HELD_AT_LEAST} "
+        "minus --concurrency); "
         "0 claims only for free slots",
     )
     p.add_argument(
