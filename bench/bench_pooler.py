@@ -9,9 +9,9 @@ Three cases, each on a fresh database of one PostgreSQL server, in this order:
 3. ``pooled-48``: 48 executors with ``--concurrency 4`` and 3 ``rota scheduler``
    replicas (an ``every: 1s`` schedule applied), all through the same PgBouncer.
 
-Every process starts on an empty queue and registers first; then one transaction
-enqueues the no-op jobs (30,000 by default) and the clock runs from its commit
-until every one of them has SUCCEEDED, so start-up is not in the rate. ``steady``
+Every process starts on an empty queue, registers and settles first (``SETTLE_SECONDS``);
+then one transaction enqueues the no-op jobs (30,000 by default) and the clock runs
+from its commit until every one of them has SUCCEEDED, so start-up is not in the rate. ``steady``
 is the rate between the 10% and 90% marks. Server connections are sampled every
 poll: PgBouncer's ``SHOW POOLS`` for the pooled cases, ``pg_stat_activity`` for the
 direct one. The CPU of the drain (the PostgreSQL cluster, PgBouncer, the rota
@@ -69,11 +69,20 @@ from bench.bench_executor import (
 )
 from bench.pgbouncer import STATS_PERIOD_SECONDS, PgBouncer, start_pgbouncer
 from rota.core.database import make_engine
+from rota.core.listening import PROBE_SECONDS
 from rota.core.tables import workers
 from rota.producer.enqueue import JobRequest, enqueue_many
+from rota.runtime.registry import DEFAULT_INTERVAL_SECONDS
 
 POOL_SIZE = 8
 POLL_SECONDS = 0.1
+# A process's first seconds are start-up: its listener's probe (``PROBE_SECONDS``)
+# and, through a transaction pooler, the listener's end when the probe does not
+# come back; the heartbeat's own connection, opened for the registry's first
+# refresh an interval after the registration. Enqueued a second after the last
+# registration, the drain of 48 executors took in 48 of each. Every case waits
+# as long.
+SETTLE_SECONDS = max(PROBE_SECONDS, DEFAULT_INTERVAL_SECONDS) + 2.0
 DRAIN_LIMIT_SECONDS = 600.0
 REGISTER_LIMIT_SECONDS = 180.0
 SCHEDULE_FILE = """\
@@ -229,7 +238,7 @@ def drain(
         monitor = psycopg.connect(db.libpq_url, autocommit=True)
         try:
             wait_registered(db, case.executors, case.schedulers, fleet)
-            # Every case waits as long here, pooled or not.
+            time.sleep(SETTLE_SECONDS)
             stats_before = settled_stats(bouncer, db.name)
             pids = [p.pid for ex in fleet for p in ex.procs]
             cpu_before = cpu_now(monitor, bouncer, pids)
