@@ -178,6 +178,24 @@ def test_jobs_held_less_than_a_second_are_not_polled_for_cancellation(
     assert CANCEL_POLL_SECONDS <= cancel_polls[0] - claimed_at < CANCEL_POLL_SECONDS + 0.3
 
 
+def test_a_job_held_between_passes_is_polled_a_second_after_its_claim(
+    engine: Engine, watch: Callable[[list[HeldJob]], Watch], cancel_polls: list[float]
+) -> None:
+    """The pass after the claim plans the poll: the idle tick's next pass, a
+    second after the last, would come 0.6 s after it is due."""
+    helds: list[HeldJob] = []
+    w = watch(helds)
+    wait_for(lambda: w.passes, timeout=5, what="the first pass")
+    time.sleep(max(0.0, w.passes[0] + 0.4 - time.monotonic()))
+    (held,) = _held(engine, job_type("held-between-passes"), 1)
+    held.start()
+    held.watch = w.heartbeat.due_by
+    helds.append(held)  # as ``HeldJobs.add`` does: its renewal is far, so no wake-up
+    wait_for(lambda: cancel_polls, timeout=5, what="the first cancel poll")
+    late = cancel_polls[0] - (held.held_since + CANCEL_POLL_SECONDS)
+    assert 0 <= late < 0.3, late
+
+
 def test_a_cancel_asked_right_after_the_claim_reaches_the_job_within_a_second(
     engine: Engine, watch: Callable[[list[HeldJob]], Watch], cancel_polls: list[float]
 ) -> None:
