@@ -21,9 +21,8 @@ Between renewals, while it holds jobs, it also asks once every
 ``CANCEL_POLL_SECONDS`` which of them a person asked to cancel (one cheap read
 per process, not per job), so ``ctx.checkpoint()`` raises within about a second
 of ``rota cancel``, not only at the next renewal. It asks only once a job not yet
-told has been held that long: a job that ends sooner never needed the answer,
-and a request made while it was held is still heard within the second. A fleet
-of 48 executors draining short jobs asked 48 times a second for nothing.
+told has been held that long: a job that ends sooner never needs the answer,
+and a request made while it is held is still heard within the second.
 
 It does not tick on a short period: each pass plans the next at the nearest
 of every held job's deadlines (``HeldJob.renewal_due``: its renewal or pending

@@ -45,7 +45,7 @@ from rota.executor.drain import DEFAULT_DRAIN_TIMEOUT, drain
 from rota.executor.heartbeat import IDLE_TICK_SECONDS, Heartbeat
 from rota.executor.held import HeldJobs
 from rota.executor.lease import HeldJob
-from rota.executor.slots import DEFAULT_PREFETCH, Slots, default_prefetch
+from rota.executor.slots import DEFAULT_CONCURRENCY, DEFAULT_PREFETCH, Slots, default_prefetch
 from rota.executor.summary import DEFAULT_SUMMARY_INTERVAL, JobSummary, SummaryLoop, log_summary
 from rota.executor.transactions import LoopConnection
 from rota.executor.upkeep import (
@@ -68,7 +68,6 @@ if TYPE_CHECKING:  # made by the claim loop after its first claim, not imported 
 log = logging.getLogger("rota.executor")
 
 DEFAULT_POOLS = ("default",)
-DEFAULT_CONCURRENCY = 32
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

@@ -40,6 +40,7 @@ from rota.runtime.startstop import BackgroundLoop
 
 log = logging.getLogger("rota.executor")
 
+DEFAULT_CONCURRENCY = 32  # slots of an executor started without --concurrency
 DEFAULT_PREFETCH = None  # None: PREFETCH_PER_SLOT jobs per slot, HELD_AT_LEAST held in all
 # The prefetch when none is given, per slot. The claim statements and the outcome
 # batches cost the database and the executor much the same whatever their size,
@@ -49,12 +50,12 @@ DEFAULT_PREFETCH = None  # None: PREFETCH_PER_SLOT jobs per slot, HELD_AT_LEAST 
 # one run). A prefetched job still waits about PREFETCH_WAIT_SECONDS at most.
 PREFETCH_PER_SLOT = 4
 # And never fewer jobs held at once (slots and prefetch) than an executor at the
-# default concurrency holds, 32 + 4 x 32: a claim costs the same whatever the
+# default concurrency holds (160): a claim costs the same whatever the
 # process's slots, so an executor of few slots claiming for them alone pays it for
 # a handful of jobs. 48 executors of 4 slots through PgBouncer drained 4,800
 # no-op jobs/s with a prefetch of 16, 10,800 with 64 and 12,600 with 128 (one run
 # each, the same hour), the database's CPU per job falling from 0.21 to 0.07 ms.
-HELD_AT_LEAST = 160
+HELD_AT_LEAST = DEFAULT_CONCURRENCY * (1 + PREFETCH_PER_SLOT)
 PREFETCH_WAIT_SECONDS = 0.5
 # A prefetched job that has waited this long for a slot is handed back (see above).
 PREFETCH_MAX_WAIT_SECONDS = 4 * PREFETCH_WAIT_SECONDS
