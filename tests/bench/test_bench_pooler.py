@@ -2,8 +2,9 @@
 
 A small form (a few hundred jobs, 4 pooled executors, one scheduler, a short idle
 window) against this worker's own server: every case drains every job exactly once
-through its connections, the pooled case never holds more server connections than
-PgBouncer's pool, and the figures it prints are there.
+(its untimed warm-up drain's too) through its connections, the pooled case never
+holds more server connections than PgBouncer's pool, and the figures it prints are
+there.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def test_the_pooler_bench_drains_every_case_within_the_pool(
     out = capsys.readouterr().out
     assert code == 0, out
     assert len(re.findall(r"; verified$", out, re.M)) == 3, out
+    # Each case drained as many jobs untimed first, and verify counted both drains.
+    assert len(re.findall(r"after an untimed warm-up drain of 300 jobs", out)) == 3, out
     most = re.search(r"server connections: pooled-4 at most (\d+) \(pool (\d+)\)", out)
     assert most is not None, out
     assert 1 <= int(most[1]) <= int(most[2]) == bench_pooler.POOL_SIZE
