@@ -23,8 +23,10 @@ from sqlalchemy import Engine
 
 from rota.cli import bounds
 from rota.core.database import (
+    DEFAULT_POOL,
     BadDatabaseSetting,
     DatabaseError,
+    EnginePool,
     make_engine,
     parse_url,
     resolve_schema,
@@ -145,16 +147,23 @@ def database_url(args: argparse.Namespace) -> str:
     return resolve_url(getattr(args, "db", None))
 
 
-def connect(args: argparse.Namespace) -> Engine:
+def connect(args: argparse.Namespace, *, pool: EnginePool = DEFAULT_POOL) -> Engine:
     """An engine on ``--db`` / ``--schema``; a wrong URL or schema is bad input (exit 2)."""
     try:
-        return make_engine(database_url(args), schema=resolve_schema(getattr(args, "schema", None)))
+        return make_engine(
+            database_url(args),
+            pool_size=pool.size,
+            max_overflow=pool.overflow,
+            schema=resolve_schema(getattr(args, "schema", None)),
+        )
     except BadDatabaseSetting as exc:
         raise UserError(str(exc)) from None
 
 
 @contextmanager
-def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterator[Engine]:
+def open_database(
+    args: argparse.Namespace, *, migrated: bool = True, pool: EnginePool = DEFAULT_POOL
+) -> Iterator[Engine]:
     """An engine on ``--db``; refuses an unmigrated database unless ``migrated=False``.
 
     On a migrated database, a command given ``--config FILE`` applies that file
@@ -163,7 +172,7 @@ def open_database(args: argparse.Namespace, *, migrated: bool = True) -> Iterato
     """
     if migrated:
         _refuse_missing_sqlite_file(database_url(args))
-    engine = connect(args)
+    engine = connect(args, pool=pool)
     try:
         if migrated:
             from rota.migrations.check import ensure_migrated

@@ -38,7 +38,7 @@ import logging
 import os
 import re
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import URL, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -316,7 +316,28 @@ def libpq_dsn(engine: Engine) -> str:
     return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> Engine:
+# Idle connections an engine's pool keeps open; as many more (``max_overflow``,
+# unless given) are opened under a burst and closed when given back.
+DEFAULT_POOL_SIZE = 5
+
+
+class EnginePool(NamedTuple):
+    """How a command's engine pools: ``size`` connections kept, ``overflow`` more at most."""
+
+    size: int = DEFAULT_POOL_SIZE
+    overflow: int = DEFAULT_POOL_SIZE
+
+
+DEFAULT_POOL = EnginePool()
+
+
+def make_engine(
+    url: str,
+    *,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    max_overflow: int | None = None,
+    schema: str | None = None,
+) -> Engine:
     parsed = with_schema(parse_url(url), schema)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -330,7 +351,7 @@ def make_engine(url: str, *, pool_size: int = 5, schema: str | None = None) -> E
         engine = create_engine(
             parsed,
             pool_size=pool_size,
-            max_overflow=pool_size,
+            max_overflow=pool_size if max_overflow is None else max_overflow,
             pool_pre_ping=True,
             connect_args={"application_name": "rota"},
             hide_parameters=True,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
+from rota.core.database import DEFAULT_POOL_SIZE, EnginePool
 from rota.core.metric_deltas import DEFAULT_FLUSH_SECONDS, MetricsRecorder
 from rota.core.queries.jobs_lease import Swept
 from rota.core.states import WorkerKind
@@ -68,6 +69,17 @@ if TYPE_CHECKING:  # made by the claim loop after its first claim, not imported 
 log = logging.getLogger("rota.executor")
 
 DEFAULT_POOLS = ("default",)
+# The loops that hold a connection of the engine's pool for good: the claim
+# loop, the outcome writer and the heartbeat (``LoopConnection``; LISTEN has a
+# connection of its own, outside the pool).
+LOOP_CONNECTIONS = 3
+# The engine's pool for an executor keeps one idle connection, for what reads
+# or writes now and then (the metrics flush, the job types' refresh, the
+# listener's probe, index upkeep), beside the loops' three, which are never
+# given back. The pool keeps up to its size idle, so the default (5) kept a
+# second spare for good once two of those overlapped; one more at once is now
+# opened and closed.
+ENGINE_POOL = EnginePool(size=1, overflow=LOOP_CONNECTIONS + DEFAULT_POOL_SIZE)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -75,6 +87,8 @@ __all__ = [
     "DEFAULT_POLL_INTERVAL",
     "DEFAULT_POOLS",
     "DEFAULT_SWEEP_INTERVAL",
+    "ENGINE_POOL",
+    "LOOP_CONNECTIONS",
     "Executor",
 ]
 

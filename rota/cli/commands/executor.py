@@ -25,6 +25,7 @@ from rota.executor.service import (
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_POLL_INTERVAL,
     DEFAULT_SWEEP_INTERVAL,
+    ENGINE_POOL,
     Executor,
 )
 from rota.executor.slots import HELD_AT_LEAST, PREFETCH_PER_SLOT
@@ -120,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args)
     stop, hurry = threading.Event(), threading.Event()
     install_stop_handlers(stop, hurry)  # a second signal: hurry
-    with health_server(args) as health, open_database(args) as engine:
+    with (
+        health_server(args) as health,
+        open_database(args, pool=ENGINE_POOL) as engine,
+    ):
         use_listen_url(engine, args)
         executor = Executor(
             engine,
