@@ -40,7 +40,7 @@ def test_an_executor_keeps_its_loops_connections_its_listen_and_one_spare(
         with running_executors(engine) as start:
             start()
             ids = add_jobs(monitor, spec, 50)
-            ids += add_jobs(monitor, held_a_while, args={"seconds": 1.5})
+            ids += add_jobs(monitor, held_a_while, args={"seconds": 3.0})
             wait_for(
                 lambda: set(states(monitor, ids).values()) == {"SUCCEEDED"},
                 what="every job succeeded",
@@ -53,8 +53,9 @@ def test_an_executor_keeps_its_loops_connections_its_listen_and_one_spare(
             with monitor.connect() as conn:
                 held = conn.execute(
                     text(
-                        "SELECT left(query, 60) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        "SELECT left(query, 60) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        " AND backend_type = 'client backend'"
                     )
                 ).all()
             # The loops', LISTEN and one spare.
