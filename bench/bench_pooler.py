@@ -256,12 +256,7 @@ def drain(
             stats_before = settled_stats(bouncer, db.name)
             pids = [p.pid for ex in fleet for p in ex.procs]
             cpu_before = cpu_now(monitor, bouncer, pids)
-            engine = make_engine(db.url)
-            try:
-                with engine.begin() as conn:
-                    enqueue_many(conn, [JobRequest(NOOP.name) for _ in range(count)])
-            finally:
-                engine.dispose()
+            enqueue_noops(db, count)
             started = time.perf_counter()
             samples: list[tuple[float, int]] = [(0.0, 0)]
             connections = 0
@@ -306,6 +301,16 @@ def drain(
         )
 
 
+def enqueue_noops(db: Database, count: int) -> None:
+    """``count`` no-op jobs, enqueued in one transaction."""
+    engine = make_engine(db.url)
+    try:
+        with engine.begin() as conn:
+            enqueue_many(conn, [JobRequest(NOOP.name) for _ in range(count)])
+    finally:
+        engine.dispose()
+
+
 def succeeded(monitor: psycopg.Connection[tuple[object, ...]]) -> int:
     row = monitor.execute(
         "SELECT count(*) FROM jobs WHERE state = 'SUCCEEDED' AND job_type = %s", (NOOP.name,)
@@ -331,12 +336,7 @@ def warm_up(
     autovacuum would; the timed drain still runs beside its 30,000 finished
     jobs, in a table whose size estimates the vacuum brought up to date.
     """
-    engine = make_engine(db.url)
-    try:
-        with engine.begin() as conn:
-            enqueue_many(conn, [JobRequest(NOOP.name) for _ in range(count)])
-    finally:
-        engine.dispose()
+    enqueue_noops(db, count)
     deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
     while succeeded(monitor) < count:
         if time.monotonic() > deadline:
